@@ -1,0 +1,44 @@
+"""latentgp: inference in latent Gaussian process models at scale, on PyTorch.
+
+Three lines::
+
+    import latentgp as lg
+    model = lg.SVGP(num_inducing=256, likelihood="gaussian", kernel="rbf")
+    model.fit(X, y, batch_size=1024, epochs=10, lr=0.01, optimizer="adam", seed=0)
+"""
+
+__version__ = "0.1.0"
+
+from . import kernels, likelihoods, linalg, variational  # noqa: E402
+from .config import Config, config, get_config  # noqa: E402
+from .linalg import CholeskyError, JitterWarning  # noqa: E402
+from .models import SVGP, ExactGP, GPModel, load  # noqa: E402
+from .training import FitHistory, TrainingWarning  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "ExactGP",
+    "SVGP",
+    "GPModel",
+    "load",
+    "kernels",
+    "likelihoods",
+    "linalg",
+    "metrics",
+    "variational",
+    "config",
+    "get_config",
+    "Config",
+    "CholeskyError",
+    "JitterWarning",
+    "FitHistory",
+    "TrainingWarning",
+]
+
+
+def __getattr__(name):  # lazy: datasets pull in optional dependencies
+    if name in ("datasets", "metrics"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'latentgp' has no attribute {name!r}")

@@ -1,0 +1,24 @@
+"""Covariance functions.  ``kernel(X, Z)`` is ``(*batch, N, M)``; ``kernel.diag(X)`` is
+``(*batch, N)``."""
+
+from .base import Kernel, Product, Scale, Sum, kernel_from_config, kernel_from_name
+from .linear import Linear
+from .periodic import Periodic
+from .stationary import RBF, Matern12, Matern32, Matern52, Stationary, scaled_sqdist
+
+__all__ = [
+    "Kernel",
+    "Sum",
+    "Product",
+    "Scale",
+    "RBF",
+    "Matern12",
+    "Matern32",
+    "Matern52",
+    "Stationary",
+    "Linear",
+    "Periodic",
+    "kernel_from_name",
+    "kernel_from_config",
+    "scaled_sqdist",
+]

@@ -1,0 +1,229 @@
+"""Kernel base class, combination kernels and the kernel registry.
+
+Shapes
+------
+A kernel may carry a batch shape (``batch_shape``, e.g. ``(Q,)`` for Q independent
+latent functions with their own hyperparameters).  Inputs are ``(..., N, D)``;
+``kernel(X, Z)`` returns ``(*batch, N, M)`` and ``kernel.diag(X)`` returns
+``(*batch, N)``, broadcasting the batch shape against the leading dims of X.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..parameters import positive_parameter, softplus
+
+
+class Kernel(nn.Module):
+    """A covariance function ``k(x, x')``.
+
+    Parameters are created lazily by :meth:`build` once the input dimension is known,
+    so kernels can be constructed before seeing data: ``lg.kernels.RBF()``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.input_dim: int | None = None
+        self.batch_shape: tuple[int, ...] = ()
+
+    # -- construction ------------------------------------------------------------
+    @property
+    def built(self) -> bool:
+        return self.input_dim is not None
+
+    def build(
+        self,
+        input_dim: int,
+        batch_shape: tuple[int, ...] = (),
+        dtype: torch.dtype = torch.float64,
+        device: torch.device | str | None = None,
+    ) -> Kernel:
+        """Allocate parameters for ``input_dim`` inputs (idempotent)."""
+        if self.built:
+            if self.input_dim != input_dim:
+                raise ValueError(
+                    f"{type(self).__name__} was built for {self.input_dim} input dimensions, "
+                    f"but data with {input_dim} columns was given"
+                )
+            return self
+        self.input_dim = int(input_dim)
+        self.batch_shape = tuple(batch_shape)
+        self._build(dtype, device)
+        return self
+
+    def _build(self, dtype: torch.dtype, device: torch.device | str | None) -> None:
+        """Create parameters; ``self.input_dim`` and ``self.batch_shape`` are set."""
+
+    def init_from_data(self, X: torch.Tensor) -> None:
+        """Set data-dependent initial values for hyperparameters the user did not fix."""
+
+    def _check_built(self) -> None:
+        if not self.built:
+            raise RuntimeError(
+                f"{type(self).__name__} has no parameters yet: call build(input_dim) or fit a "
+                "model with it first"
+            )
+
+    # -- evaluation --------------------------------------------------------------
+    def forward(self, X: torch.Tensor, Z: torch.Tensor | None = None) -> torch.Tensor:
+        """Covariance matrix ``(*batch, N, M)`` between rows of X and Z (Z = X if None)."""
+        raise NotImplementedError
+
+    def diag(self, X: torch.Tensor) -> torch.Tensor:
+        """Diagonal ``k(x_n, x_n)``, shape ``(*batch, N)``, without forming K."""
+        raise NotImplementedError
+
+    # -- algebra -----------------------------------------------------------------
+    def __add__(self, other: Kernel) -> Kernel:
+        return Sum(self, other)
+
+    def __mul__(self, other: Kernel | float) -> Kernel:
+        if isinstance(other, (int, float)):
+            return Scale(self, variance=float(other))
+        return Product(self, other)
+
+    __rmul__ = __mul__
+
+    # -- serialisation -----------------------------------------------------------
+    def to_config(self) -> dict[str, Any]:
+        """JSON-serialisable description from which :func:`kernel_from_config` rebuilds."""
+        return {"type": type(self).__name__, **self._config_args()}
+
+    def _config_args(self) -> dict[str, Any]:
+        return {}
+
+
+class Sum(Kernel):
+    """``k(x, x') = k1(x, x') + k2(x, x')``."""
+
+    def __init__(self, *kernels: Kernel) -> None:
+        super().__init__()
+        self.kernels = nn.ModuleList(kernels)
+
+    def build(self, input_dim, batch_shape=(), dtype=torch.float64, device=None):  # noqa: D102
+        for k in self.kernels:
+            k.build(input_dim, batch_shape, dtype, device)
+        self.input_dim, self.batch_shape = int(input_dim), tuple(batch_shape)
+        return self
+
+    def init_from_data(self, X: torch.Tensor) -> None:  # noqa: D102
+        for k in self.kernels:
+            k.init_from_data(X)
+
+    def forward(self, X, Z=None):  # noqa: D102
+        out = self.kernels[0](X, Z)
+        for k in self.kernels[1:]:
+            out = out + k(X, Z)
+        return out
+
+    def diag(self, X):  # noqa: D102
+        out = self.kernels[0].diag(X)
+        for k in self.kernels[1:]:
+            out = out + k.diag(X)
+        return out
+
+    def _config_args(self):
+        return {"kernels": [k.to_config() for k in self.kernels]}
+
+
+class Product(Sum):
+    """``k(x, x') = k1(x, x') * k2(x, x')``."""
+
+    def forward(self, X, Z=None):  # noqa: D102
+        out = self.kernels[0](X, Z)
+        for k in self.kernels[1:]:
+            out = out * k(X, Z)
+        return out
+
+    def diag(self, X):  # noqa: D102
+        out = self.kernels[0].diag(X)
+        for k in self.kernels[1:]:
+            out = out * k.diag(X)
+        return out
+
+
+class Scale(Kernel):
+    """``k(x, x') = s * k0(x, x')`` with a learnable positive scale ``s``."""
+
+    def __init__(self, kernel: Kernel, variance: float = 1.0) -> None:
+        super().__init__()
+        self.kernel = kernel
+        self._init_variance = float(variance)
+
+    def build(self, input_dim, batch_shape=(), dtype=torch.float64, device=None):  # noqa: D102
+        self.kernel.build(input_dim, batch_shape, dtype, device)
+        if not self.built:
+            self.input_dim, self.batch_shape = int(input_dim), tuple(batch_shape)
+            self.raw_variance = positive_parameter(
+                self._init_variance, self.batch_shape, dtype, device
+            )
+        return self
+
+    def init_from_data(self, X):  # noqa: D102
+        self.kernel.init_from_data(X)
+
+    @property
+    def variance(self) -> torch.Tensor:
+        return softplus(self.raw_variance)
+
+    def forward(self, X, Z=None):  # noqa: D102
+        return self.variance[..., None, None] * self.kernel(X, Z)
+
+    def diag(self, X):  # noqa: D102
+        return self.variance[..., None] * self.kernel.diag(X)
+
+    def _config_args(self):
+        return {"kernel": self.kernel.to_config(), "variance": self._init_variance}
+
+
+_REGISTRY: dict[str, type[Kernel]] = {}
+
+
+def register(*names: str):
+    """Class decorator adding a kernel to the name registry."""
+
+    def deco(cls):
+        for n in names:
+            _REGISTRY[n] = cls
+        _REGISTRY[cls.__name__] = cls
+        return cls
+
+    return deco
+
+
+register()(Sum)
+register()(Product)
+register()(Scale)
+
+
+def kernel_from_name(name: str | Kernel | None) -> Kernel:
+    """Make a kernel from a name such as ``"rbf"`` or ``"matern32"`` (objects pass through)."""
+    if name is None:
+        name = "rbf"
+    if isinstance(name, Kernel):
+        return name
+    if not isinstance(name, str):
+        raise ValueError(f"kernel must be a name or a latentgp Kernel, got {type(name).__name__}")
+    key = name.lower().replace("-", "").replace("_", "")
+    if key not in _REGISTRY:
+        choices = sorted(k for k in _REGISTRY if k.islower())
+        raise ValueError(f"unknown kernel {name!r}; choose one of {choices}")
+    return _REGISTRY[key]()
+
+
+def kernel_from_config(cfg: dict[str, Any]) -> Kernel:
+    """Rebuild an (unbuilt) kernel from :meth:`Kernel.to_config` output."""
+    cfg = dict(cfg)
+    kind = cfg.pop("type")
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown kernel type {kind!r} in model file")
+    cls = _REGISTRY[kind]
+    if kind in ("Sum", "Product"):
+        return cls(*[kernel_from_config(c) for c in cfg["kernels"]])
+    if kind == "Scale":
+        return cls(kernel_from_config(cfg["kernel"]), variance=cfg.get("variance", 1.0))
+    return cls(**cfg)

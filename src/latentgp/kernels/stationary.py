@@ -1,0 +1,167 @@
+"""Stationary kernels: squared exponential (RBF) and Matérn 1/2, 3/2, 5/2, with ARD.
+
+All share the scaled squared distance
+``r^2(x, z) = sum_d (x_d - z_d)^2 / l_d^2``
+computed with one matrix product, ``|x|^2 - 2 x.z + |z|^2`` (clamped at zero), on
+inputs centred first to limit cancellation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..parameters import inv_softplus, positive_parameter, softplus
+from .base import Kernel, register
+
+
+def scaled_sqdist(X: torch.Tensor, Z: torch.Tensor | None, lengthscale: torch.Tensor):
+    """Squared distance between rows of ``X/l`` and ``Z/l``.
+
+    Parameters
+    ----------
+    X: ``(..., N, D)``; Z: ``(..., M, D)`` or None (then Z = X, exact zeros on the diagonal).
+    lengthscale: ``(*batch, D)``.
+
+    Returns
+    -------
+    ``(..., N, M)`` non-negative tensor.
+    """
+    ls = lengthscale[..., None, :]
+    Xs = X / ls
+    if Z is None:
+        c = Xs.mean(-2, keepdim=True)
+        Xs = Xs - c
+        x2 = (Xs * Xs).sum(-1)
+        d = x2[..., :, None] + x2[..., None, :] - 2.0 * Xs @ Xs.mT
+        d = d.clamp_min(0.0)
+        n = d.shape[-1]
+        return d * (1.0 - torch.eye(n, dtype=d.dtype, device=d.device))
+    Zs = Z / ls
+    c = Zs.mean(-2, keepdim=True)
+    Xs, Zs = Xs - c, Zs - c
+    x2 = (Xs * Xs).sum(-1)
+    z2 = (Zs * Zs).sum(-1)
+    d = x2[..., :, None] + z2[..., None, :] - 2.0 * Xs @ Zs.mT
+    return d.clamp_min(0.0)
+
+
+class Stationary(Kernel):
+    """Base for ``k(x, z) = variance * g(r)`` with ARD lengthscales.
+
+    Parameters
+    ----------
+    lengthscale:
+        Initial lengthscale(s); None picks ``sqrt(D) * std`` of each input column at the
+        first fit.
+    variance:
+        Initial signal variance.
+    ard:
+        One lengthscale per input dimension (True) or one shared (False).
+    """
+
+    def __init__(
+        self,
+        lengthscale: float | list[float] | None = None,
+        variance: float = 1.0,
+        ard: bool = True,
+    ) -> None:
+        super().__init__()
+        self._init_lengthscale = lengthscale
+        self._init_variance = float(variance)
+        self.ard = bool(ard)
+
+    def _build(self, dtype, device):
+        D = self.input_dim if self.ard else 1
+        ls = 1.0 if self._init_lengthscale is None else self._init_lengthscale
+        ls_t = torch.as_tensor(ls, dtype=torch.float64)
+        if ls_t.numel() not in (1, D):
+            raise ValueError(f"lengthscale has {ls_t.numel()} values but the kernel needs 1 or {D}")
+        self.raw_lengthscale = torch.nn.Parameter(
+            inv_softplus(ls_t).to(dtype=dtype, device=device).expand(*self.batch_shape, D).clone()
+        )
+        self.raw_variance = positive_parameter(self._init_variance, self.batch_shape, dtype, device)
+
+    def init_from_data(self, X: torch.Tensor) -> None:
+        if self._init_lengthscale is not None:
+            return
+        std = X.std(0) if X.shape[0] > 1 else torch.ones(X.shape[1], dtype=X.dtype)
+        std = torch.where(std > 0, std, torch.ones_like(std))
+        ls = std * math.sqrt(X.shape[1])
+        if not self.ard:
+            ls = ls.mean().reshape(1)
+        with torch.no_grad():
+            self.raw_lengthscale.copy_(
+                inv_softplus(ls.to(torch.float64)).to(self.raw_lengthscale).expand_as(
+                    self.raw_lengthscale
+                )
+            )
+
+    @property
+    def lengthscale(self) -> torch.Tensor:
+        """``(*batch, D)`` (or ``(*batch, 1)`` without ARD)."""
+        return softplus(self.raw_lengthscale)
+
+    @property
+    def variance(self) -> torch.Tensor:
+        """``(*batch,)``."""
+        return softplus(self.raw_variance)
+
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        """``g(r)`` as a function of the squared scaled distance."""
+        raise NotImplementedError
+
+    def forward(self, X, Z=None):
+        self._check_built()
+        return self.variance[..., None, None] * self.profile(
+            scaled_sqdist(X, Z, self.lengthscale)
+        )
+
+    def diag(self, X):
+        self._check_built()
+        shape = torch.broadcast_shapes(self.batch_shape + (1,), X.shape[:-1])
+        return self.variance[..., None].expand(shape)
+
+    def _config_args(self):
+        ls = self._init_lengthscale
+        return {"lengthscale": ls, "variance": self._init_variance, "ard": self.ard}
+
+
+@register("rbf", "se", "squaredexponential", "gaussian")
+class RBF(Stationary):
+    """Squared exponential: ``variance * exp(-r^2 / 2)``."""
+
+    def profile(self, r2):
+        return torch.exp(-0.5 * r2)
+
+
+def _r(r2: torch.Tensor) -> torch.Tensor:
+    # clamp keeps the gradient finite where r = 0 (it is zero there)
+    return r2.clamp_min(1e-36).sqrt()
+
+
+@register("matern12", "exponential", "ou")
+class Matern12(Stationary):
+    """Matérn 1/2 (exponential): ``variance * exp(-r)``."""
+
+    def profile(self, r2):
+        return torch.exp(-_r(r2))
+
+
+@register("matern32")
+class Matern32(Stationary):
+    """Matérn 3/2: ``variance * (1 + sqrt(3) r) exp(-sqrt(3) r)``."""
+
+    def profile(self, r2):
+        s = math.sqrt(3.0) * _r(r2)
+        return (1.0 + s) * torch.exp(-s)
+
+
+@register("matern52")
+class Matern52(Stationary):
+    """Matérn 5/2: ``variance * (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)``."""
+
+    def profile(self, r2):
+        s = math.sqrt(5.0) * _r(r2)
+        return (1.0 + s + (5.0 / 3.0) * r2) * torch.exp(-s)

@@ -1,0 +1,29 @@
+"""Likelihoods ``p(y_n | f_n)`` and the integrators that take their expectations."""
+
+from .base import (
+    CallableLikelihood,
+    Likelihood,
+    gauss_hermite,
+    likelihood_from_config,
+    likelihood_from_name,
+)
+from .bernoulli import Bernoulli
+from .gaussian import Gaussian
+from .laplace import Laplace
+from .poisson import Poisson
+from .softmax import Softmax
+from .student_t import StudentT
+
+__all__ = [
+    "Likelihood",
+    "CallableLikelihood",
+    "Gaussian",
+    "Bernoulli",
+    "Poisson",
+    "StudentT",
+    "Laplace",
+    "Softmax",
+    "gauss_hermite",
+    "likelihood_from_name",
+    "likelihood_from_config",
+]

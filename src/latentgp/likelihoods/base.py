@@ -1,0 +1,213 @@
+"""Likelihood interface and the integrators that take expectations under q(f).
+
+A user-defined likelihood only needs ``log_prob(y, f)``.  Everything else has a
+default: one-latent likelihoods integrate by Gauss-Hermite quadrature, multi-latent
+ones by Monte Carlo; subclasses override with closed forms where they exist.
+
+Shapes
+------
+``y``: ``(N,)`` targets (or ``(N, P)`` for multi-output likelihoods).
+``f``: ``(..., N)`` when ``latent_dim == 1``, else ``(..., N, Q)``.
+``mean``, ``var``: marginals of q(f_n), ``(N,)`` or ``(N, Q)`` like ``f`` without the
+leading sample dims.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..config import get_config
+
+
+def gauss_hermite(n: int, dtype=torch.float64, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Nodes ``x`` and weights ``w`` with ``E_{N(0,1)}[g] ~= sum_i w_i g(x_i)`` (``(n,)`` each)."""
+    x, w = np.polynomial.hermite.hermgauss(n)
+    return (
+        torch.as_tensor(x * math.sqrt(2.0), dtype=dtype, device=device),
+        torch.as_tensor(w / math.sqrt(math.pi), dtype=dtype, device=device),
+    )
+
+
+class Likelihood(nn.Module):
+    """Base class: ``p(y_n | f_n)`` for one data point, factorising over points.
+
+    Attributes
+    ----------
+    latent_dim:
+        Number of latent function values each observation depends on (Q).
+    task:
+        ``"regression"``, ``"binary"``, ``"multiclass"`` or ``"count"``: how predictions
+        are reported (probabilities for classification).
+    """
+
+    latent_dim: int = 1
+    task: str = "regression"
+    #: location-scale family in y: targets may be standardised before fitting
+    scale_family: bool = False
+
+    # -- what a user writes --------------------------------------------------------
+    def log_prob(self, y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        """``log p(y_n | f_n)``, shape ``f.shape`` without the latent dim."""
+        raise NotImplementedError
+
+    # -- checks --------------------------------------------------------------------
+    def validate_targets(self, y: torch.Tensor, name: str = "y") -> torch.Tensor:
+        """Raise ``ValueError`` for targets outside the support; return them (maybe cast)."""
+        return y
+
+    # -- expectations --------------------------------------------------------------
+    def _gh_points(self, mean: torch.Tensor, var: torch.Tensor, n: int | None = None):
+        x, w = gauss_hermite(n or get_config().num_gauss_hermite, mean.dtype, mean.device)
+        f = mean + var.clamp_min(0).sqrt() * x.reshape((-1,) + (1,) * mean.ndim)
+        return f, w.reshape((-1,) + (1,) * mean.ndim)
+
+    def _mc_points(self, mean: torch.Tensor, var: torch.Tensor, num_samples: int | None = None):
+        S = num_samples or get_config().num_mc_samples
+        eps = torch.randn((S,) + tuple(mean.shape), dtype=mean.dtype, device=mean.device)
+        return mean + var.clamp_min(0).sqrt() * eps
+
+    def expected_log_prob(
+        self, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
+    ) -> torch.Tensor:
+        """``E_{q(f_n)}[log p(y_n | f_n)]`` per point, shape ``(N,)``.
+
+        Gauss-Hermite for one latent, Monte Carlo (reparameterised) otherwise.
+        """
+        if self.latent_dim == 1:
+            f, w = self._gh_points(mean, var)
+            return (w * self.log_prob(y, f)).sum(0)
+        f = self._mc_points(mean, var)
+        return self.log_prob(y, f).mean(0)
+
+    def predictive_log_density(
+        self, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, num_samples: int = 1000
+    ) -> torch.Tensor:
+        """``log E_{q(f_n)}[p(y_n | f_n)]`` per point, shape ``(N,)``."""
+        if self.latent_dim == 1:
+            f, w = self._gh_points(mean, var, max(get_config().num_gauss_hermite, 40))
+            return torch.logsumexp(self.log_prob(y, f) + w.log(), dim=0)
+        f = self._mc_points(mean, var, num_samples)
+        return torch.logsumexp(self.log_prob(y, f), dim=0) - math.log(f.shape[0])
+
+    # -- predictions of y --------------------------------------------------------
+    def conditional_mean(self, f: torch.Tensor) -> torch.Tensor:
+        """``E[y | f]``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} defines no conditional_mean(f), so predictive means of y "
+            "are unavailable; use predict_f or log_predictive_density, or define it"
+        )
+
+    def conditional_variance(self, f: torch.Tensor) -> torch.Tensor:
+        """``Var[y | f]``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} defines no conditional_variance(f), so predictive "
+            "variances of y are unavailable; define it"
+        )
+
+    def predictive_moments(
+        self, mean: torch.Tensor, var: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and variance of y under ``q(f)``, by the law of total variance."""
+        if self.latent_dim == 1:
+            f, w = self._gh_points(mean, var)
+            mu = self.conditional_mean(f)
+            m = (w * mu).sum(0)
+            v = (w * (self.conditional_variance(f) + mu**2)).sum(0) - m**2
+            return m, v.clamp_min(0)
+        f = self._mc_points(mean, var, 256)
+        mu = self.conditional_mean(f)
+        m = mu.mean(0)
+        v = (self.conditional_variance(f) + mu**2).mean(0) - m**2
+        return m, v.clamp_min(0)
+
+    def sample_y(self, f: torch.Tensor) -> torch.Tensor:
+        """Draw ``y ~ p(y | f)`` (optional)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot draw samples of y")
+
+    # -- serialisation -----------------------------------------------------------
+    def to_config(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, **self._config_args()}
+
+    def _config_args(self) -> dict[str, Any]:
+        return {}
+
+
+class CallableLikelihood(Likelihood):
+    """Wrap a plain function ``fn(y, f) -> log p(y | f)`` as a likelihood.
+
+    The function receives torch tensors; ``latent_dim`` says how many latent values
+    each observation depends on.  It is integrated numerically like any other.
+    """
+
+    def __init__(self, fn: Callable, latent_dim: int = 1, task: str = "regression") -> None:
+        super().__init__()
+        self.fn = fn
+        self.latent_dim = int(latent_dim)
+        self.task = task
+
+    def log_prob(self, y, f):
+        out = self.fn(y, f)
+        if not isinstance(out, torch.Tensor):
+            out = torch.as_tensor(np.asarray(out), dtype=f.dtype, device=f.device)
+        return out
+
+    def to_config(self):
+        raise ValueError(
+            "a model with a likelihood given as a plain function cannot be saved: the "
+            "function is code, and model files never store code; subclass Likelihood "
+            "in an importable module instead"
+        )
+
+
+_REGISTRY: dict[str, type[Likelihood]] = {}
+
+
+def register(*names: str):
+    """Class decorator adding a likelihood to the name registry."""
+
+    def deco(cls):
+        for n in names:
+            _REGISTRY[n] = cls
+        _REGISTRY[cls.__name__] = cls
+        return cls
+
+    return deco
+
+
+def likelihood_from_name(name: str | Likelihood | Callable | None, **kwargs) -> Likelihood:
+    """A likelihood from a name (``"gaussian"``, ``"bernoulli"``, ``"probit"``, ...)."""
+    if name is None:
+        name = "gaussian"
+    if isinstance(name, Likelihood):
+        return name
+    if callable(name) and not isinstance(name, str):
+        if hasattr(name, "log_prob"):
+            return CallableLikelihood(name.log_prob)
+        return CallableLikelihood(name)
+    if not isinstance(name, str):
+        raise ValueError(
+            f"likelihood must be a name, a Likelihood or a callable, got {type(name).__name__}"
+        )
+    key = name.lower().replace("-", "").replace("_", "")
+    if key not in _REGISTRY:
+        choices = sorted(k for k in _REGISTRY if k.islower())
+        raise ValueError(f"unknown likelihood {name!r}; choose one of {choices}")
+    cls = _REGISTRY[key]
+    if key in ("probit",):
+        kwargs.setdefault("link", "probit")
+    return cls(**kwargs)
+
+
+def likelihood_from_config(cfg: dict[str, Any]) -> Likelihood:
+    """Rebuild a likelihood from :meth:`Likelihood.to_config` output."""
+    cfg = dict(cfg)
+    kind = cfg.pop("type")
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown likelihood type {kind!r} in model file")
+    return _REGISTRY[kind](**cfg)

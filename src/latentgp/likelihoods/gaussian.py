@@ -1,0 +1,60 @@
+"""Gaussian likelihood ``y = f + eps``, ``eps ~ N(0, variance)``: everything in closed form."""
+
+from __future__ import annotations
+
+import torch
+
+from ..parameters import LOG_2PI, positive_parameter, softplus
+from .base import Likelihood, register
+
+
+@register("gaussian", "normal")
+class Gaussian(Likelihood):
+    """``p(y | f) = N(y | f, variance)``.
+
+    Parameters
+    ----------
+    variance: initial noise variance (learned).
+    min_variance: lower bound keeping the noise away from zero.
+    """
+
+    scale_family = True
+
+    def __init__(self, variance: float = 0.1, min_variance: float = 1e-6) -> None:
+        super().__init__()
+        self.min_variance = float(min_variance)
+        self._init_variance = float(variance)
+        self.raw_variance = positive_parameter(
+            max(self._init_variance - self.min_variance, 1e-12), (), torch.float64
+        )
+
+    @property
+    def variance(self) -> torch.Tensor:
+        return softplus(self.raw_variance, self.min_variance)
+
+    def log_prob(self, y, f):
+        s2 = self.variance
+        return -0.5 * (LOG_2PI + torch.log(s2) + (y - f) ** 2 / s2)
+
+    def expected_log_prob(self, y, mean, var):
+        s2 = self.variance
+        return -0.5 * (LOG_2PI + torch.log(s2) + ((y - mean) ** 2 + var) / s2)
+
+    def predictive_log_density(self, y, mean, var, num_samples: int = 0):
+        v = var + self.variance
+        return -0.5 * (LOG_2PI + torch.log(v) + (y - mean) ** 2 / v)
+
+    def conditional_mean(self, f):
+        return f
+
+    def conditional_variance(self, f):
+        return self.variance.expand_as(f)
+
+    def predictive_moments(self, mean, var):
+        return mean, var + self.variance
+
+    def sample_y(self, f):
+        return f + self.variance.sqrt() * torch.randn_like(f)
+
+    def _config_args(self):
+        return {"variance": self._init_variance, "min_variance": self.min_variance}

@@ -1,0 +1,471 @@
+"""What every latentgp model shares: the fit/predict contract, chunked prediction,
+target scaling, and the model-file format.
+
+A concrete model implements
+
+- ``_build(input_dim, output_dim)``: allocate parameters (no data needed; used on load);
+- ``_init_from_data(X, y)``: data-dependent initial values;
+- ``objective(X, y, num_data)``: the training objective estimate for a batch;
+- ``_predict_f_chunk(X)``: latent marginal means/variances ``(B, Q)`` for a chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..config import default_dtype, get_config
+from ..kernels import Kernel, kernel_from_config, kernel_from_name
+from ..likelihoods import Likelihood, likelihood_from_config, likelihood_from_name
+from ..training import fit as train
+from ..validation import check_inputs, check_positive_int, check_targets
+
+FORMAT = "latentgp-model"
+FORMAT_VERSION = 1
+
+MODEL_REGISTRY: dict[str, type[GPModel]] = {}
+
+
+def register_model(cls):
+    MODEL_REGISTRY[cls.__name__] = cls
+    return cls
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+class GPModel(nn.Module):
+    """Base class of latentgp models (see module docstring).
+
+    Parameters
+    ----------
+    kernel: name (``"rbf"``, ``"matern32"``, ...) or a :class:`~latentgp.kernels.Kernel`.
+    likelihood: name (``"gaussian"``, ``"bernoulli"``, ``"poisson"``, ...), a
+        :class:`~latentgp.likelihoods.Likelihood`, or a callable ``log_prob(y, f)``.
+    normalize_y: standardise targets of location-scale likelihoods (Gaussian, Student-t,
+        Laplace) before training; predictions, densities and objectives are reported in
+        the original units.
+    device, dtype: where and in which precision the model computes (float64 default).
+    """
+
+    default_optimizer = "adam"
+    default_lr = 0.01
+
+    def __init__(
+        self,
+        kernel: str | Kernel | None = "rbf",
+        likelihood: str | Likelihood | Any = "gaussian",
+        normalize_y: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.kernel = kernel_from_name(kernel)
+        self.likelihood = likelihood_from_name(likelihood)
+        self.normalize_y = bool(normalize_y)
+        self.device_ = torch.device(device) if device is not None else torch.device("cpu")
+        self.dtype_ = default_dtype(dtype)
+        if not self.dtype_.is_floating_point:
+            raise ValueError(f"dtype must be a floating type, got {self.dtype_}")
+        self.input_dim: int | None = None
+        self.output_dim: int | None = None
+        self.history_ = None
+        self.last_jitter: float = get_config().jitter
+        self._cache: tuple[Any, Any] | None = None
+
+    # ------------------------------------------------------------------ building --
+    @property
+    def built(self) -> bool:
+        return self.input_dim is not None
+
+    @property
+    def num_latent(self) -> int:
+        """Number of latent functions Q."""
+        if self.likelihood.latent_dim > 1:
+            return self.likelihood.latent_dim
+        return self.output_dim or 1
+
+    def _build(self, input_dim: int, output_dim: int) -> None:
+        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        self.register_buffer("y_mean", torch.zeros(output_dim, dtype=self.dtype_))
+        self.register_buffer("y_scale", torch.ones(output_dim, dtype=self.dtype_))
+
+    def _build_args(self) -> dict[str, Any]:
+        return {"input_dim": self.input_dim, "output_dim": self.output_dim}
+
+    def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        self.kernel.init_from_data(X)
+
+    def _uses_scaling(self) -> bool:
+        return self.normalize_y and self.likelihood.scale_family
+
+    def get_config(self) -> dict[str, Any]:
+        """Constructor arguments as JSON-serialisable values."""
+        return {
+            "kernel": self.kernel.to_config(),
+            "likelihood": self.likelihood.to_config(),
+            "normalize_y": self.normalize_y,
+            "dtype": _dtype_name(self.dtype_),
+        }
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any], device=None) -> GPModel:
+        cfg = dict(cfg)
+        cfg["kernel"] = kernel_from_config(cfg["kernel"])
+        cfg["likelihood"] = likelihood_from_config(cfg["likelihood"])
+        cfg["dtype"] = getattr(torch, cfg.get("dtype", "float64"))
+        return cls(**cfg, device=device)
+
+    # ---------------------------------------------------------------- data checks --
+    def _check_X(self, X: Any, name: str = "X") -> torch.Tensor:
+        return check_inputs(
+            X, name=name, input_dim=self.input_dim, dtype=self.dtype_, device=self.device_
+        )
+
+    def _check_y(self, y: Any, num_data: int, name: str = "y") -> torch.Tensor:
+        y = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_)
+        out = 1 if y.ndim == 1 else y.shape[1]
+        if self.output_dim is not None and out != self.output_dim:
+            raise ValueError(
+                f"{name} has {out} output column(s) but the model was trained with "
+                f"{self.output_dim}"
+            )
+        if self.likelihood.latent_dim > 1 and y.ndim != 1:
+            raise ValueError(f"{name} must be a 1-D array of class labels, got shape {tuple(y.shape)}")
+        return self.likelihood.validate_targets(y, name)
+
+    def _scale_y(self, y: torch.Tensor) -> torch.Tensor:
+        if not self._uses_scaling():
+            return y
+        mean, scale = self.y_mean, self.y_scale
+        if y.ndim == 1:
+            mean, scale = mean[0], scale[0]
+        return (y - mean) / scale
+
+    def _log_scale_sum(self) -> float:
+        return float(self.y_scale.log().sum()) if self._uses_scaling() else 0.0
+
+    # ------------------------------------------------------------------- training --
+    def objective(self, X: torch.Tensor, y: torch.Tensor, num_data: int) -> torch.Tensor:
+        """Unbiased estimate of the training objective from a batch (scaled targets)."""
+        raise NotImplementedError
+
+    def _default_fit_args(self, N: int) -> dict[str, Any]:
+        return {"optimizer": self.default_optimizer, "lr": self.default_lr}
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        batch_size: int | None = None,
+        epochs: int | None = None,
+        max_steps: int | None = None,
+        lr: float | None = None,
+        optimizer: str | None = None,
+        progress: bool | None = None,
+        seed: int | None = None,
+        tol: float | None = None,
+        callbacks=(),
+    ) -> GPModel:
+        """Fit to inputs ``X`` ``(N, D)`` and targets ``y`` ``(N,)`` (or ``(N, P)``).
+
+        ``epochs=E`` takes exactly ``E * ceil(N / batch_size)`` optimiser steps.  Calling
+        ``fit`` again continues from the current parameters.  The run's record is in
+        ``self.history_``.  Returns ``self``.
+        """
+        Xt = self._check_X(X)
+        yt = self._check_y(y, Xt.shape[0])
+        N = Xt.shape[0]
+        if batch_size is not None:
+            batch_size = check_positive_int(batch_size, "batch_size")
+            if batch_size > N:
+                raise ValueError(f"batch_size={batch_size} is larger than the {N} data points")
+        if epochs is not None:
+            epochs = check_positive_int(epochs, "epochs")
+        if max_steps is not None:
+            max_steps = check_positive_int(max_steps, "max_steps")
+        defaults = self._default_fit_args(N)
+        optimizer = optimizer or defaults["optimizer"]
+        lr = defaults["lr"] if lr is None else lr
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+            raise ValueError(f"lr must be a positive number, got {lr!r}")
+        if batch_size is None:
+            batch_size = defaults.get("batch_size", N)
+        if epochs is None and max_steps is None:
+            max_steps = defaults.get("max_steps", 1000)
+        if tol is None:
+            tol = defaults.get("tol")
+        first = not self.built
+        if first:
+            self._build(Xt.shape[1], 1 if yt.ndim == 1 else yt.shape[1])
+            if self._uses_scaling():
+                y2 = yt.reshape(N, -1)
+                self.y_mean.copy_(y2.mean(0))
+                sd = y2.std(0) if N > 1 else torch.ones_like(self.y_scale)
+                self.y_scale.copy_(torch.where(sd > 0, sd, torch.ones_like(sd)))
+        self._validate_sizes(N)
+        ys = self._scale_y(yt)
+        if first:
+            if seed is not None:
+                torch.manual_seed(seed)
+            self._init_from_data(Xt, ys)
+            self.to(device=self.device_)
+        self.train()
+        self._cache = None
+        self.history_ = train(
+            self,
+            Xt,
+            ys,
+            batch_size=batch_size,
+            epochs=epochs,
+            max_steps=max_steps,
+            lr=lr,
+            optimizer=optimizer,
+            progress=progress,
+            seed=seed,
+            tol=tol,
+            callbacks=callbacks,
+            objective_offset=-N * self._log_scale_sum(),
+        )
+        self._cache = None
+        self.eval()
+        return self
+
+    def _validate_sizes(self, N: int) -> None:
+        """Model-specific size checks (e.g. more inducing points than data)."""
+
+    # ----------------------------------------------------------------- prediction --
+    def _require_built(self) -> None:
+        if not self.built:
+            raise RuntimeError(f"{type(self).__name__} is not fitted yet: call fit(X, y) first")
+
+    def _param_version(self) -> tuple:
+        return tuple(p._version for p in self.parameters()) + tuple(
+            id(p) for p in self.parameters()
+        )
+
+    def _prediction_cache(self) -> Any:
+        """Factors reused across prediction chunks, recomputed when parameters change."""
+        key = self._param_version()
+        if self._cache is None or self._cache[0] != key:
+            with torch.no_grad():
+                self._cache = (key, self._compute_cache())
+        return self._cache[1]
+
+    def _compute_cache(self) -> Any:
+        return None
+
+    def _predict_f_chunk(self, X: torch.Tensor, cache: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latent marginals ``(B, Q)`` each, in scaled-target units."""
+        raise NotImplementedError
+
+    def _chunks(self, X: torch.Tensor, chunk_size: int | None):
+        cs = chunk_size or get_config().chunk_size
+        for start in range(0, X.shape[0], cs):
+            yield X[start : start + cs]
+
+    def _latent_raw(self, X: torch.Tensor, chunk_size: int | None = None):
+        cache = self._prediction_cache()
+        means, vars_ = [], []
+        with torch.no_grad():
+            for xc in self._chunks(X, chunk_size):
+                m, v = self._predict_f_chunk(xc, cache)
+                means.append(m)
+                vars_.append(v)
+        return torch.cat(means), torch.cat(vars_)
+
+    def _squeeze(self, t: torch.Tensor) -> torch.Tensor:
+        return t[..., 0] if (t.shape[-1] == 1) else t
+
+    def _to_output(self, t: torch.Tensor, as_numpy: bool) -> Any:
+        return t.detach().cpu().numpy() if as_numpy else t
+
+    def predict_f(
+        self, X: Any, chunk_size: int | None = None, as_numpy: bool = True
+    ) -> tuple[Any, Any]:
+        """Marginal mean and variance of the latent function(s) at ``X`` ``(N, D)``.
+
+        Returns ``(N,)`` arrays for one latent function, ``(N, Q)`` for several; in the
+        units of the targets when they were standardised for training.
+        """
+        self._require_built()
+        Xt = self._check_X(X)
+        m, v = self._latent_raw(Xt, chunk_size)
+        if self._uses_scaling():
+            m = m * self.y_scale + self.y_mean
+            v = v * self.y_scale**2
+        return self._to_output(self._squeeze(m), as_numpy), self._to_output(
+            self._squeeze(v), as_numpy
+        )
+
+    def _lik_args(self, m: torch.Tensor, v: torch.Tensor):
+        """Shape latent marginals ``(B, Q)`` for the likelihood."""
+        if self.likelihood.latent_dim == 1 and m.shape[-1] == 1:
+            return m[..., 0], v[..., 0]
+        return m, v
+
+    def predict_y(
+        self, X: Any, chunk_size: int | None = None, as_numpy: bool = True
+    ) -> tuple[Any, Any]:
+        """Predictive mean and variance of y at ``X``.
+
+        For classification the mean is the class probability: ``P(y = 1)`` ``(N,)`` for
+        binary likelihoods, ``(N, C)`` for softmax.
+        """
+        self._require_built()
+        Xt = self._check_X(X)
+        cache = self._prediction_cache()
+        means, vars_ = [], []
+        with torch.no_grad():
+            for xc in self._chunks(Xt, chunk_size):
+                m, v = self._predict_f_chunk(xc, cache)
+                my, vy = self.likelihood.predictive_moments(*self._lik_args(m, v))
+                means.append(my)
+                vars_.append(vy)
+        m, v = torch.cat(means), torch.cat(vars_)
+        if self._uses_scaling():
+            s, mu = self.y_scale, self.y_mean
+            if m.ndim == 1:
+                s, mu = s[0], mu[0]
+            m, v = m * s + mu, v * s**2
+        return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
+
+    def log_predictive_density(
+        self, X: Any, y: Any, chunk_size: int | None = None, as_numpy: bool = True
+    ) -> Any:
+        """``log p(y_n | x_n, data)`` for each test point, shape ``(N,)``."""
+        self._require_built()
+        Xt = self._check_X(X)
+        yt = self._check_y(y, Xt.shape[0])
+        ys = self._scale_y(yt)
+        cache = self._prediction_cache()
+        out = []
+        cs = chunk_size or get_config().chunk_size
+        with torch.no_grad():
+            for start in range(0, Xt.shape[0], cs):
+                m, v = self._predict_f_chunk(Xt[start : start + cs], cache)
+                lp = self.likelihood.predictive_log_density(
+                    ys[start : start + cs], *self._lik_args(m, v)
+                )
+                if lp.ndim > 1:
+                    lp = lp.sum(-1)
+                out.append(lp)
+        lpd = torch.cat(out) - self._log_scale_sum()
+        return self._to_output(lpd, as_numpy)
+
+    def predict_f_full_cov(self, X: Any) -> tuple[Any, Any]:
+        """Joint posterior of the latents at ``X``: mean ``(N, Q)``, covariance ``(Q, N, N)``.
+
+        Memory grows as N^2: meant for a few thousand points.
+        """
+        self._require_built()
+        Xt = self._check_X(X)
+        with torch.no_grad():
+            m, K = self._predict_f_full(Xt, self._prediction_cache())
+        if self._uses_scaling():
+            m = m * self.y_scale + self.y_mean
+            K = K * (self.y_scale**2)[:, None, None]
+        return m.cpu().numpy(), K.cpu().numpy()
+
+    def _predict_f_full(self, X, cache):
+        raise NotImplementedError(f"{type(self).__name__} has no joint predictive covariance")
+
+    def sample_f(self, X: Any, num_samples: int = 10, seed: int | None = None) -> np.ndarray:
+        """Joint posterior samples of the latent function(s): ``(S, N)`` or ``(S, N, Q)``."""
+        m, K = self.predict_f_full_cov(X)
+        rng = np.random.default_rng(seed)
+        Q, N = K.shape[0], K.shape[1]
+        out = np.empty((num_samples, N, Q))
+        for q in range(Q):
+            Kq = K[q] + 1e-10 * np.mean(np.diag(K[q])) * np.eye(N)
+            w, V = np.linalg.eigh(Kq)
+            root = V * np.sqrt(np.clip(w, 0, None))
+            out[:, :, q] = m[None, :, q] + rng.standard_normal((num_samples, N)) @ root.T
+        return out[..., 0] if Q == 1 else out
+
+    # ------------------------------------------------------------------ save/load --
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model to ``path`` (atomically: a failed write leaves no partial file).
+
+        Format: ``torch.save`` of ``{"header": JSON string, "state": tensors}``; the header
+        holds the format version, library version, model class, configuration and sizes.
+        Loading uses ``torch.load(weights_only=True)``, which never executes code.
+        """
+        self._require_built()
+        from .. import __version__
+
+        header = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "library_version": __version__,
+            "model": type(self).__name__,
+            "config": self.get_config(),
+            "build": self._build_args(),
+        }
+        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
+        payload = {"header": json.dumps(header), "state": state}
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".latentgp-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                torch.save(payload, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+def load(path: str | os.PathLike, device: torch.device | str | None = None) -> GPModel:
+    """Load a model written by :meth:`GPModel.save` (no code from the file is executed)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no model file at {path}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001
+        raise ValueError(
+            f"{path} is not a readable latentgp model file (corrupted, truncated, or not a "
+            f"model file): {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+        ) from None
+    if not isinstance(payload, dict) or "header" not in payload or "state" not in payload:
+        raise ValueError(f"{path} is not a latentgp model file (no header)")
+    try:
+        header = json.loads(payload["header"])
+    except (TypeError, json.JSONDecodeError):
+        raise ValueError(f"{path} has a corrupted header (not valid JSON)") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a latentgp model file (format {header.get('format')!r})")
+    if header.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{path} uses model-file format version {header.get('format_version')}, but this "
+            f"latentgp reads version {FORMAT_VERSION}"
+        )
+    name = header.get("model")
+    if name not in MODEL_REGISTRY:
+        raise ValueError(f"{path} holds an unknown model class {name!r}")
+    cls = MODEL_REGISTRY[name]
+    try:
+        model = cls.from_config(header["config"], device=device)
+        model._build(**header["build"])
+        model.load_state_dict(payload["state"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(
+            f"{path}: header and tensors do not describe a valid {name}: "
+            f"{str(err).splitlines()[0][:300]}"
+        ) from None
+    model.to(device=model.device_)
+    model.eval()
+    return model

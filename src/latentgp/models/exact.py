@@ -1,0 +1,128 @@
+"""Exact GP regression: ``y = f + eps``, ``f ~ GP(0, k)``, Gaussian noise.
+
+log p(y) = -1/2 y^T (K + s^2 I)^{-1} y - 1/2 log|K + s^2 I| - N/2 log 2 pi,
+computed from one Cholesky factor; O(N^3) time, O(N^2) memory.  Prediction reuses
+the factor (cached until the parameters change).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..kernels import Kernel
+from ..likelihoods import Gaussian, Likelihood
+from ..linalg import cho_solve, cholesky, solve_lower
+from .base import GPModel, register_model
+
+
+@register_model
+class ExactGP(GPModel):
+    """Exact Gaussian-process regression (Gaussian likelihood only).
+
+    Multi-output targets ``(N, P)`` share the kernel and noise.  Trains with L-BFGS on the
+    full data by default.
+    """
+
+    default_optimizer = "lbfgs"
+    default_lr = 1.0
+
+    def __init__(
+        self,
+        kernel: str | Kernel | None = "rbf",
+        likelihood: str | Likelihood = "gaussian",
+        normalize_y: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(kernel, likelihood, normalize_y, device, dtype)
+        if not isinstance(self.likelihood, Gaussian):
+            raise ValueError(
+                "ExactGP needs a Gaussian likelihood (the posterior is only tractable then); "
+                f"got {type(self.likelihood).__name__}: use SVGP for other likelihoods"
+            )
+        self.register_buffer("X_train", torch.zeros(0, 0, dtype=self.dtype_))
+        self.register_buffer("y_train", torch.zeros(0, dtype=self.dtype_))
+
+    def _build(self, input_dim: int, output_dim: int, num_data: int = 0) -> None:
+        super()._build(input_dim, output_dim)
+        self.kernel.build(input_dim, (), self.dtype_, self.device_)
+        self.X_train = torch.zeros(num_data, input_dim, dtype=self.dtype_)
+        shape = (num_data,) if output_dim == 1 else (num_data, output_dim)
+        self.y_train = torch.zeros(shape, dtype=self.dtype_)
+        self.to(dtype=self.dtype_, device=self.device_)
+
+    def _build_args(self):
+        return {**super()._build_args(), "num_data": int(self.X_train.shape[0])}
+
+    def _default_fit_args(self, N):
+        return {"optimizer": "lbfgs", "lr": 1.0, "max_steps": 200, "tol": 1e-9}
+
+    def _validate_sizes(self, N: int) -> None:
+        if N > 50_000:
+            raise ValueError(
+                f"ExactGP on {N} points needs an {N}x{N} matrix; use SVGP or SparseGP for N > 50000"
+            )
+
+    def _init_from_data(self, X, y):
+        super()._init_from_data(X, y)
+
+    def fit(self, X, y, **kwargs):  # noqa: D102 - see GPModel.fit
+        super().fit(X, y, **kwargs)
+        return self
+
+    def objective(self, X, y, num_data):
+        """Exact log marginal likelihood of the (scaled) targets; needs the full batch."""
+        if X.shape[0] != num_data:
+            raise ValueError("the exact GP objective needs the full data set, not a minibatch")
+        self._store(X, y)
+        return self._log_marginal(X, y)
+
+    def _store(self, X, y):
+        if self.X_train.shape != X.shape or not torch.equal(self.X_train, X):
+            self.X_train = X.detach().clone()
+        if self.y_train.shape != y.shape or not torch.equal(self.y_train, y):
+            self.y_train = y.detach().clone()
+
+    def _log_marginal(self, X, y):
+        N = X.shape[0]
+        K = self.kernel(X)
+        K = K + self.likelihood.variance * torch.eye(N, dtype=K.dtype, device=K.device)
+        L, self.last_jitter = cholesky(K, "K + noise")
+        Y = y.reshape(N, -1)
+        a = solve_lower(L, Y)
+        P = Y.shape[1]
+        logdet = 2.0 * L.diagonal().log().sum()
+        return -0.5 * (a.square().sum() + P * logdet + N * P * math.log(2 * math.pi))
+
+    def log_marginal_likelihood(self) -> float:
+        """log p(y) of the training targets in their original units."""
+        self._require_built()
+        with torch.no_grad():
+            v = self._log_marginal(self.X_train, self.y_train)
+        return float(v) - self.X_train.shape[0] * self._log_scale_sum()
+
+    def _compute_cache(self):
+        X, Y = self.X_train, self.y_train.reshape(self.X_train.shape[0], -1)
+        N = X.shape[0]
+        K = self.kernel(X) + self.likelihood.variance * torch.eye(N, dtype=X.dtype, device=X.device)
+        L, _ = cholesky(K, "K + noise")
+        alpha = cho_solve(L, Y)  # (N, P)
+        return L, alpha
+
+    def _predict_f_chunk(self, Xs, cache):
+        L, alpha = cache
+        Kxs = self.kernel(self.X_train, Xs)  # (N, B)
+        mean = Kxs.mT @ alpha  # (B, P)
+        V = solve_lower(L, Kxs)
+        var = (self.kernel.diag(Xs) - V.square().sum(0)).clamp_min(1e-12)
+        return mean, var[:, None].expand_as(mean)
+
+    def _predict_f_full(self, Xs, cache):
+        L, alpha = cache
+        Kxs = self.kernel(self.X_train, Xs)
+        mean = Kxs.mT @ alpha
+        V = solve_lower(L, Kxs)
+        cov = self.kernel(Xs) - V.mT @ V
+        return mean, cov.expand(mean.shape[1], *cov.shape)

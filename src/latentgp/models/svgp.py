@@ -1,0 +1,263 @@
+"""Stochastic variational GP (Hensman et al. 2013/2015): the uncollapsed ELBO
+
+    L = N / B * sum_{n in batch} E_{q(f_n)}[log p(y_n | f_n)] - sum_q KL[q(u_q) || p(u_q)]
+
+with q(u) Gaussian (full or diagonal, whitened by default), Q independent latent
+functions batched as tensor dimensions, any likelihood.  One Cholesky of Kzz per step
+is shared by the KL and the conditional.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..inducing import initial_inducing
+from ..kernels import Kernel
+from ..likelihoods import Gaussian, Likelihood
+from ..linalg import cholesky, solve_lower, solve_upper_t
+from ..validation import check_inputs, check_positive_int
+from ..variational import GaussianVariational, conditional_marginals
+from .base import GPModel, register_model
+
+
+@register_model
+class SVGP(GPModel):
+    """Sparse variational GP with minibatch training.
+
+    Parameters
+    ----------
+    num_inducing: M (ignored when ``Z`` is given).
+    likelihood, kernel: names or objects (see :class:`GPModel`).
+    Z: initial inducing inputs ``(M, D)`` (shared) or ``(Q, M, D)``.
+    num_latent: Q; default: the likelihood's latent dimension, or the number of target
+        columns for independent multi-output regression.
+    shared_inducing: one set of inducing inputs for all Q latents.
+    covariance: ``"full"`` or ``"diag"`` q(u).  whiten: whitened parameterisation.
+    learn_inducing: optimise Z.  inducing_init: ``"kmeans"``, ``"random"``, ``"greedy"``.
+    """
+
+    default_optimizer = "adam"
+    default_lr = 0.01
+
+    def __init__(
+        self,
+        num_inducing: int = 128,
+        likelihood: str | Likelihood = "gaussian",
+        kernel: str | Kernel | None = "rbf",
+        Z=None,
+        num_latent: int | None = None,
+        shared_inducing: bool = True,
+        covariance: str = "full",
+        whiten: bool = True,
+        learn_inducing: bool = True,
+        inducing_init: str = "kmeans",
+        normalize_y: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(kernel, likelihood, normalize_y, device, dtype)
+        if Z is not None:
+            Zt = torch.as_tensor(Z.to_numpy() if hasattr(Z, "to_numpy") else Z)
+            if Zt.ndim == 1:
+                Zt = Zt[:, None]
+            if Zt.ndim not in (2, 3):
+                raise ValueError(f"Z must have shape (M, D) or (Q, M, D), got {tuple(Zt.shape)}")
+            check_inputs(Zt.reshape(-1, Zt.shape[-1]), name="Z")
+            shared_inducing = Zt.ndim == 2
+            num_inducing = Zt.shape[-2]
+            self._init_Z = Zt.to(self.dtype_)
+        else:
+            self._init_Z = None
+        self.num_inducing = check_positive_int(num_inducing, "num_inducing")
+        if covariance not in ("full", "diag"):
+            raise ValueError(f"covariance must be 'full' or 'diag', got {covariance!r}")
+        if inducing_init not in ("kmeans", "random", "greedy"):
+            raise ValueError(
+                f"inducing_init must be 'kmeans', 'random' or 'greedy', got {inducing_init!r}"
+            )
+        self._num_latent_arg = None if num_latent is None else check_positive_int(
+            num_latent, "num_latent"
+        )
+        self.shared_inducing = bool(shared_inducing)
+        self.covariance, self.whiten = covariance, bool(whiten)
+        self.learn_inducing, self.inducing_init = bool(learn_inducing), inducing_init
+
+    @property
+    def num_latent(self) -> int:
+        if self._num_latent_arg is not None:
+            return self._num_latent_arg
+        return super().num_latent
+
+    def get_config(self):
+        cfg = super().get_config()
+        cfg.update(
+            num_inducing=self.num_inducing,
+            num_latent=self._num_latent_arg,
+            shared_inducing=self.shared_inducing,
+            covariance=self.covariance,
+            whiten=self.whiten,
+            learn_inducing=self.learn_inducing,
+            inducing_init=self.inducing_init,
+        )
+        return cfg
+
+    def _default_fit_args(self, N):
+        return {"optimizer": "adam", "lr": 0.01, "batch_size": min(N, 1024), "max_steps": 2000}
+
+    # ------------------------------------------------------------------ building --
+    def _build(self, input_dim: int, output_dim: int) -> None:
+        super()._build(input_dim, output_dim)
+        Q, M = self.num_latent, self.num_inducing
+        if self.likelihood.latent_dim == 1 and output_dim > 1 and Q != output_dim:
+            raise ValueError(f"{output_dim} target columns need num_latent={output_dim}, got {Q}")
+        self.kernel.build(input_dim, (Q,), self.dtype_, self.device_)
+        zshape = (M, input_dim) if self.shared_inducing else (Q, M, input_dim)
+        self.Z = nn.Parameter(
+            torch.zeros(zshape, dtype=self.dtype_), requires_grad=self.learn_inducing
+        )
+        self.q = GaussianVariational(Q, M, self.covariance, self.whiten, dtype=self.dtype_)
+        self.to(dtype=self.dtype_, device=self.device_)
+
+    def _validate_sizes(self, N: int) -> None:
+        if self._init_Z is None and self.num_inducing > N:
+            raise ValueError(
+                f"num_inducing={self.num_inducing} is larger than the {N} training points; "
+                f"use num_inducing <= {N}"
+            )
+        if self._init_Z is not None and self._init_Z.shape[-1] != self.input_dim:
+            raise ValueError(
+                f"Z has {self._init_Z.shape[-1]} columns but X has {self.input_dim}"
+            )
+
+    def _init_from_data(self, X, y):
+        super()._init_from_data(X, y)
+        with torch.no_grad():
+            if self._init_Z is not None:
+                Z = self._init_Z.to(self.Z)
+            else:
+                kern = None
+                if self.inducing_init == "greedy":
+                    kern = _FirstLatent(self.kernel)
+                Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
+            if self.shared_inducing:
+                self.Z.copy_(Z if Z.ndim == 2 else Z[0])
+            else:
+                self.Z.copy_(Z.expand_as(self.Z))
+            if not self.whiten:
+                Lzz, _ = cholesky(self.kernel(self.Z), "Kzz")
+                self.q.set_unwhitened_init(Lzz, 1.0)
+
+    # ------------------------------------------------------------------ objective --
+    def prior_factor(self) -> torch.Tensor:
+        """Cholesky factor of Kzz, ``(Q, M, M)``; the jitter used goes to ``last_jitter``."""
+        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")
+        return L
+
+    def _marginals(self, X: torch.Tensor, Lzz: torch.Tensor):
+        Kzx = self.kernel(self.Z, X)  # (Q, M, B)
+        kxx = self.kernel.diag(X)  # (Q, B)
+        diag = self.covariance == "diag"
+        q_sqrt = self.q.q_sqrt_diag() if diag else self.q.q_sqrt
+        mean, var = conditional_marginals(
+            Kzx, kxx, Lzz, self.q.q_mu, q_sqrt, self.whiten, q_sqrt_is_diag=diag
+        )
+        return mean.mT, var.mT  # (B, Q)
+
+    def expected_log_lik(self, X, y, Lzz) -> torch.Tensor:
+        """``E_q[log p(y_n | f_n)]`` for each point of the batch, ``(B,)``."""
+        m, v = self._marginals(X, Lzz)
+        ell = self.likelihood.expected_log_prob(y, *self._lik_args(m, v))
+        return ell.sum(-1) if ell.ndim > 1 else ell
+
+    def kl_divergence(self, Lzz: torch.Tensor | None = None) -> torch.Tensor:
+        """``sum_q KL[q(u_q) || p(u_q)]``."""
+        return self.q.kl(self.prior_factor() if Lzz is None else Lzz)
+
+    def objective(self, X, y, num_data):
+        """Minibatch estimate of the ELBO (scaled-target units)."""
+        Lzz = self.prior_factor()
+        ell = self.expected_log_lik(X, y, Lzz)
+        return ell.sum() * (num_data / X.shape[0]) - self.q.kl(Lzz)
+
+    def elbo(self, X, y) -> float:
+        """The full-data ELBO in the targets' original units (computed in chunks)."""
+        self._require_built()
+        Xt = self._check_X(X)
+        yt = self._scale_y(self._check_y(y, Xt.shape[0]))
+        with torch.no_grad():
+            Lzz = self.prior_factor()
+            total = 0.0
+            for s in range(0, Xt.shape[0], 65536):
+                total += float(self.expected_log_lik(Xt[s : s + 65536], yt[s : s + 65536], Lzz).sum())
+            total -= float(self.q.kl(Lzz))
+        return total - Xt.shape[0] * self._log_scale_sum()
+
+    # ---------------------------------------------------------- optimal q (Gaussian) --
+    def set_optimal_variational(self, X, y) -> None:
+        """Set q(u) to its optimum for a Gaussian likelihood (Titsias), in O(N M^2).
+
+        For whitened q with ``A = Lzz^{-1} Kzx``: ``Sigma = (I + A A^T / s^2)^{-1}`` and
+        ``m = Sigma A y / s^2``; unwhitened values are mapped through ``Lzz``.
+        """
+        if not isinstance(self.likelihood, Gaussian):
+            raise ValueError("the closed-form optimal q(u) exists only for a Gaussian likelihood")
+        if self.covariance != "full":
+            raise ValueError("the optimal q(u) needs covariance='full'")
+        self._require_built()
+        Xt = self._check_X(X)
+        yt = self._scale_y(self._check_y(y, Xt.shape[0])).reshape(Xt.shape[0], -1)
+        with torch.no_grad():
+            Lzz = self.prior_factor()
+            Q, M = Lzz.shape[0], Lzz.shape[-1]
+            s2 = self.likelihood.variance
+            P = torch.zeros(Q, M, M, dtype=self.dtype_, device=self.device_)
+            b = torch.zeros(Q, M, 1, dtype=self.dtype_, device=self.device_)
+            for s in range(0, Xt.shape[0], 65536):
+                xc, yc = Xt[s : s + 65536], yt[s : s + 65536]
+                A = solve_lower(Lzz, self.kernel(self.Z, xc))
+                P += A @ A.mT
+                b += A @ yc.expand(-1, Q).mT[..., None]
+            Lam = torch.eye(M, dtype=self.dtype_, device=self.device_) + P / s2
+            LL, _ = cholesky(Lam, "I + A A^T / s^2")
+            mean = torch.cholesky_solve(b / s2, LL)[..., 0]  # (Q, M)
+            eye = torch.eye(M, dtype=self.dtype_, device=self.device_)
+            Sigma = torch.cholesky_solve(eye.expand(Q, M, M), LL)
+            R, _ = cholesky(0.5 * (Sigma + Sigma.mT), "optimal S")
+            if not self.whiten:
+                mean = (Lzz @ mean[..., None])[..., 0]
+                R = Lzz @ R
+                R = torch.linalg.cholesky(R @ R.mT)
+            self.q.q_mu.copy_(mean)
+            self.q.q_sqrt_raw.copy_(R)
+
+    # ----------------------------------------------------------------- prediction --
+    def _compute_cache(self):
+        return self.prior_factor()
+
+    def _predict_f_chunk(self, X, Lzz):
+        return self._marginals(X, Lzz)
+
+    def _predict_f_full(self, X, Lzz):
+        Kzx = self.kernel(self.Z, X)
+        A = solve_lower(Lzz, Kzx)
+        W = A if self.whiten else solve_upper_t(Lzz, A)
+        mean = (W * self.q.q_mu[..., None]).sum(-2).mT
+        SW = self.q.q_sqrt.mT @ W
+        cov = self.kernel(X).expand(Lzz.shape[0], X.shape[0], X.shape[0])
+        cov = cov - A.mT @ A + SW.mT @ SW
+        return mean, cov
+
+
+class _FirstLatent:
+    """View of a batched kernel as its first latent's kernel (for greedy initialisation)."""
+
+    def __init__(self, kernel):
+        self.k = kernel
+
+    def __call__(self, X, Z):
+        return self.k(X, Z)[0] if self.k(X[:1], Z[:1]).ndim == 3 else self.k(X, Z)
+
+    def diag(self, X):
+        d = self.k.diag(X)
+        return d[0] if d.ndim == 2 else d

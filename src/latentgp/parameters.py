@@ -1,0 +1,37 @@
+"""Constrained parameters: positive values stored through an inverse softplus.
+
+A positive quantity ``theta`` is stored as an unconstrained ``raw`` tensor with
+``theta = softplus(raw) + lower``, so gradient steps can never make it negative.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def softplus(raw: torch.Tensor, lower: float = 0.0) -> torch.Tensor:
+    """``log(1 + exp(raw)) + lower``."""
+    return F.softplus(raw) + lower
+
+
+def inv_softplus(value: torch.Tensor | float, lower: float = 0.0) -> torch.Tensor:
+    """Inverse of :func:`softplus`, stable for large and small values."""
+    v = torch.as_tensor(value, dtype=torch.float64) - lower
+    if bool((v <= 0).any()):
+        raise ValueError(f"a positive parameter must be > {lower}, got {value}")
+    # log(exp(v) - 1) = v + log(1 - exp(-v))
+    return v + torch.log(-torch.expm1(-v))
+
+
+def positive_parameter(
+    value: torch.Tensor | float, shape: tuple[int, ...], dtype: torch.dtype, device=None
+) -> torch.nn.Parameter:
+    """A raw parameter of ``shape`` initialised so that ``softplus(raw) == value``."""
+    raw = inv_softplus(value).to(dtype=dtype, device=device)
+    return torch.nn.Parameter(raw.expand(shape).clone())
+
+
+LOG_2PI = math.log(2.0 * math.pi)

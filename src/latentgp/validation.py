@@ -1,0 +1,140 @@
+"""Checks at the boundary where data enters: clear errors naming what and where.
+
+Every public entry point (``fit``, ``predict_*``, the CLI, the sklearn estimators)
+passes its arrays through these functions once; code below them may assume finite,
+correctly shaped tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def _first_bad(mask: np.ndarray) -> str:
+    idx = np.argwhere(mask)[0]
+    if len(idx) == 1:
+        return f"row {idx[0]}"
+    return f"row {idx[0]}, column {idx[1]}"
+
+
+def to_numpy(a: Any, name: str) -> np.ndarray:
+    """Convert array-likes (numpy, torch, pandas, lists) to a numpy array."""
+    if isinstance(a, torch.Tensor):
+        return a.detach().cpu().numpy()
+    if hasattr(a, "to_numpy"):  # pandas
+        a = a.to_numpy()
+    try:
+        arr = np.asarray(a)
+    except Exception as err:  # noqa: BLE001
+        raise ValueError(f"{name} could not be converted to an array: {err}") from None
+    if arr.dtype == object or arr.dtype.kind in "USO":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{name} must be numeric, but it holds values of type {arr.dtype} "
+                f"(e.g. {arr.ravel()[0]!r})"
+            ) from None
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric, got dtype {arr.dtype}")
+    return arr
+
+
+def check_inputs(
+    X: Any,
+    name: str = "X",
+    input_dim: int | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+    allow_empty: bool = False,
+) -> torch.Tensor:
+    """Validate inputs and return a ``(N, D)`` tensor.
+
+    A 1-D array is taken as ``N`` points of one input dimension.  Raises ``ValueError``
+    for NaN/inf, wrong number of dimensions, empty data, or a column count that differs
+    from the ``input_dim`` the model was trained with.
+    """
+    if isinstance(X, torch.Tensor) and X.dtype.is_floating_point:
+        t = X.detach()
+        if t.ndim == 1:
+            t = t[:, None]
+        arr = None
+    else:
+        arr = to_numpy(X, name)
+        if arr.ndim == 1:
+            arr = arr[:, None]
+        t = None
+    shape = tuple(t.shape) if t is not None else arr.shape
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be a 2-D array of shape (N, D); got shape {shape}")
+    if shape[0] == 0 and not allow_empty:
+        raise ValueError(f"{name} is empty (0 rows): at least one data point is needed")
+    if shape[1] == 0:
+        raise ValueError(f"{name} has 0 columns: at least one input dimension is needed")
+    if input_dim is not None and shape[1] != input_dim:
+        raise ValueError(
+            f"{name} has {shape[1]} columns but the model was trained with {input_dim} "
+            "input dimensions"
+        )
+    if t is None:
+        finite = np.isfinite(arr)
+        if not finite.all():
+            raise ValueError(f"{name} contains NaN or inf at {_first_bad(~finite)}")
+        t = torch.as_tensor(arr)
+    else:
+        finite = torch.isfinite(t)
+        if not bool(finite.all()):
+            raise ValueError(f"{name} contains NaN or inf at {_first_bad((~finite).cpu().numpy())}")
+    return t.to(device=device, dtype=dtype)
+
+
+def check_targets(
+    y: Any,
+    num_data: int,
+    name: str = "y",
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Validate targets: finite, numeric, one per data point.
+
+    Returns ``(N,)`` for single-output targets or ``(N, P)`` for multi-column targets
+    (a ``(N, 1)`` column is flattened to ``(N,)``).
+    """
+    arr = to_numpy(y, name)
+    if arr.ndim == 0:
+        raise ValueError(f"{name} must be an array with one entry per data point, got a scalar")
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim > 2:
+        raise ValueError(f"{name} must be 1-D (N,) or 2-D (N, P); got shape {arr.shape}")
+    if arr.shape[0] != num_data:
+        raise ValueError(
+            f"{name} has {arr.shape[0]} entries but X has {num_data} rows: they must match"
+        )
+    finite = np.isfinite(arr)
+    if not finite.all():
+        raise ValueError(f"{name} contains NaN or inf at {_first_bad(~finite)}")
+    return torch.as_tensor(arr).to(device=device, dtype=dtype)
+
+
+def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_positive_float(value: Any, name: str) -> float:
+    """A finite float > 0."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number, got {value!r}") from None
+    if not np.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return v
