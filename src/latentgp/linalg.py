@@ -42,7 +42,9 @@ def cholesky(
     name:
         Name used in warnings and errors (e.g. ``"Kzz"``).
     jitter:
-        First relative jitter (default: ``get_config().jitter``).
+        First relative jitter (default: ``get_config().jitter``).  ``0`` tries the
+        matrix as it is first (for matrices that already include noise), then the
+        configured jitter.
     max_tries:
         Number of tenfold increases (default: ``get_config().max_jitter_tries``).
     upcast:
@@ -80,7 +82,7 @@ def cholesky(
                     stacklevel=2,
                 )
             return L.to(out_dtype), j
-        j *= 10.0
+        j = get_config().jitter if j == 0 else 10.0 * j
     raise CholeskyError(
         f"Cholesky of {name} ({M}x{M}) failed even with relative jitter {j / 10:.1e}: the "
         "matrix is far from positive definite (duplicated inputs with tiny noise, "

@@ -123,15 +123,14 @@ def load_csv(
     elif isinstance(target, (int, np.integer)) and not isinstance(target, bool):
         if not -n_cols <= int(target) < n_cols:
             raise ValueError(
-                f"{path}: target index {target} is out of range for {n_cols} columns "
-                f"{names}"
+                f"{path}: target index {target} is out of range for {n_cols} columns {names}"
             )
         t = int(target) % n_cols
     else:
         raise ValueError(f"target must be a column name, an index or None, got {target!r}")
 
     data = np.empty((len(data_rows), n_cols), dtype=np.float64)
-    for i, (row, line) in enumerate(zip(data_rows, data_lines)):
+    for i, (row, line) in enumerate(zip(data_rows, data_lines, strict=True)):
         if len(row) != n_cols:
             raise ValueError(
                 f"{path}: line {line} has {len(row)} fields but the first row has {n_cols} "
@@ -197,9 +196,9 @@ def save_csv(
         X = X[:, None]
     if X.ndim != 2:
         raise ValueError(f"X must be 1-D or 2-D, got shape {X.shape}")
-    names = list(feature_names) if feature_names is not None else [
-        f"x{j}" for j in range(X.shape[1])
-    ]
+    names = (
+        list(feature_names) if feature_names is not None else [f"x{j}" for j in range(X.shape[1])]
+    )
     if len(names) != X.shape[1]:
         raise ValueError(f"{len(names)} feature_names for {X.shape[1]} columns")
     table = X

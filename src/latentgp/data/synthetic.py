@@ -69,9 +69,7 @@ def snelson_function(x: np.ndarray) -> np.ndarray:
     return np.sin(3.0 * x) + 0.3 * np.cos(9.0 * x)
 
 
-def make_snelson(
-    n: int = 2000, seed: int = 0, noise: float = 0.3
-) -> tuple[np.ndarray, np.ndarray]:
+def make_snelson(n: int = 2000, seed: int = 0, noise: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
     """Snelson-style toy (seed 004): ``x ~ N(0, 1)``, ``y = f(x) + noise * eps``.
 
     The blog does not give its function, so this library fixes
@@ -511,7 +509,7 @@ def write_gp_draws_npy(
             for k, v in kwargs.items()
         },
         "shards": [
-            {"X": xp.name, "y": yp.name, "rows": r} for (xp, yp), r in zip(paths, rows)
+            {"X": xp.name, "y": yp.name, "rows": r} for (xp, yp), r in zip(paths, rows, strict=True)
         ],
     }
     (folder / "meta.json").write_text(json.dumps(meta, indent=2))

@@ -89,7 +89,7 @@ class ExactGP(GPModel):
         N = X.shape[0]
         K = self.kernel(X)
         K = K + self.likelihood.variance * torch.eye(N, dtype=K.dtype, device=K.device)
-        L, self.last_jitter = cholesky(K, "K + noise")
+        L, self.last_jitter = cholesky(K, "K + noise", jitter=0.0)
         Y = y.reshape(N, -1)
         a = solve_lower(L, Y)
         P = Y.shape[1]
@@ -107,7 +107,7 @@ class ExactGP(GPModel):
         X, Y = self.X_train, self.y_train.reshape(self.X_train.shape[0], -1)
         N = X.shape[0]
         K = self.kernel(X) + self.likelihood.variance * torch.eye(N, dtype=X.dtype, device=X.device)
-        L, _ = cholesky(K, "K + noise")
+        L, _ = cholesky(K, "K + noise", jitter=0.0)
         alpha = cho_solve(L, Y)  # (N, P)
         return L, alpha
 

