@@ -1,0 +1,113 @@
+import io
+
+import numpy as np
+import pytest
+import torch
+
+import latentgp as lg
+from latentgp.inducing import greedy_variance, kmeans_pp, random_subset
+from latentgp.training import ProgressBar
+
+
+@pytest.fixture
+def X():
+    g = torch.Generator().manual_seed(0)
+    return torch.cat([torch.randn(200, 2, generator=g, dtype=torch.float64) + c
+                      for c in (-5.0, 0.0, 5.0)])
+
+
+def test_kmeans_finds_clusters(X):
+    Z = kmeans_pp(X, 3, seed=0)
+    centres = sorted(Z[:, 0].tolist())
+    np.testing.assert_allclose(centres, [-5, 0, 5], atol=0.3)
+
+
+def test_kmeans_with_duplicates_gives_distinct_centres():
+    X = torch.zeros(50, 2, dtype=torch.float64)
+    X[25:] = 1.0
+    Z = kmeans_pp(X, 5, seed=0)
+    assert torch.cdist(Z, Z).add(torch.eye(5, dtype=torch.float64)).min() > 0
+
+
+def test_random_subset_rows_of_X(X):
+    Z = random_subset(X, 10, seed=1)
+    assert all(any(torch.equal(z, x) for x in X) for z in Z)
+
+
+def test_greedy_variance_reduces_residual_variance():
+    # uniform inputs: greedy selection spreads Z evenly, a random subset leaves gaps
+    X = torch.linspace(0, 10, 500, dtype=torch.float64)[:, None]
+    k = lg.kernels.RBF(lengthscale=1.0).build(1)
+    Zg = greedy_variance(X, 12, k, seed=0)
+    Zr = random_subset(X, 12, seed=0)
+
+    def resid(Z):
+        Kzz = k(Z).detach() + 1e-8 * torch.eye(len(Z), dtype=torch.float64)
+        Kzx = k(Z, X).detach()
+        return float((k.diag(X) - (Kzx * torch.linalg.solve(Kzz, Kzx)).sum(0)).sum())
+
+    assert resid(Zg) < 0.5 * resid(Zr)
+
+
+def test_inducing_init_options_train(X):
+    y = torch.sin(X[:, 0])
+    for init in ("kmeans", "random", "greedy"):
+        m = lg.SVGP(num_inducing=12, inducing_init=init).fit(X, y, max_steps=3, seed=0)
+        assert m.Z.shape == (12, 2)
+
+
+def test_fixed_inducing_inputs_stay_fixed(X):
+    y = torch.sin(X[:, 0])
+    Z0 = X[:10].clone()
+    m = lg.SVGP(Z=Z0, learn_inducing=False).fit(X, y, max_steps=20, seed=0)
+    torch.testing.assert_close(m.Z.detach(), Z0)
+    m2 = lg.SVGP(Z=Z0).fit(X, y, max_steps=20, seed=0)
+    assert not torch.allclose(m2.Z.detach(), Z0)
+
+
+def test_separate_inducing_inputs_per_latent(X):
+    y = torch.stack([torch.sin(X[:, 0]), torch.cos(X[:, 1])], 1)
+    m = lg.SVGP(num_inducing=6, shared_inducing=False).fit(X, y, max_steps=5, seed=0)
+    assert m.Z.shape == (2, 6, 2)
+    assert m.kernel.lengthscale.shape == (2, 2)
+
+
+def test_callback_can_stop_and_tolerance_stops(X):
+    y = torch.sin(X[:, 0])
+    seen = []
+    m = lg.SVGP(num_inducing=5).fit(
+        X, y, max_steps=100, callbacks=[lambda info: seen.append(info["step"]) or info["step"] >= 7]
+    )
+    assert m.history_.steps == 7 and seen == list(range(1, 8))
+    assert m.history_.stopped == "callback"
+    e = lg.ExactGP().fit(X[:100], y[:100], max_steps=500, tol=1e-6)
+    assert e.history_.steps < 500 and "converged" in e.history_.stopped
+
+
+@pytest.mark.parametrize("opt", ["adam", "adadelta", "sgd"])
+def test_optimizers_improve_the_objective(X, opt):
+    y = torch.sin(X[:, 0])
+    lr = {"adam": 0.05, "adadelta": 1.0, "sgd": 0.01}[opt]
+    m = lg.SVGP(num_inducing=10).fit(X, y, batch_size=600, max_steps=60, optimizer=opt, lr=lr,
+                                      seed=0)
+    h = m.history_.objective
+    assert h[-1] > h[0]
+
+
+def test_lbfgs_for_svgp_full_batch(X):
+    y = torch.sin(X[:, 0])
+    m = lg.SVGP(num_inducing=10).fit(X, y, optimizer="lbfgs", lr=1.0, max_steps=30, seed=0)
+    assert m.history_.objective[-1] > m.history_.objective[0]
+
+
+def test_progress_bar_renders():
+    buf = io.StringIO()
+    bar = ProgressBar(10, desc="SVGP", enabled=True, stream=buf, interval=0.0)
+    for _ in range(10):
+        bar.update(1, items=100, objective=-1.5)
+    bar.close()
+    out = buf.getvalue()
+    assert "10/10" in out and "objective=-1.5" in out and "pts/s" in out
+    quiet = io.StringIO()
+    ProgressBar(10, stream=quiet).update(5)  # not a terminal: silent
+    assert quiet.getvalue() == ""
