@@ -58,8 +58,13 @@ def main() -> None:
         )
     path = os.path.join(args.out, "mcycle_svgp.png")
     plot_1d(
-        models["SVGP (M=20)"], ds.X_train, ds.y_train, path=path, X_test=ds.X_test,
-        y_test=ds.y_test, title="mcycle: SVGP (M=20), mean and 2-sigma band",
+        models["SVGP (M=20)"],
+        ds.X_train,
+        ds.y_train,
+        path=path,
+        X_test=ds.X_test,
+        y_test=ds.y_test,
+        title="mcycle: SVGP (M=20), mean and 2-sigma band",
     )
     with open(os.path.join(args.out, "metrics.json"), "w") as fh:
         json.dump(results, fh, indent=2)

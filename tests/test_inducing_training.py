@@ -12,8 +12,9 @@ from latentgp.training import ProgressBar
 @pytest.fixture
 def X():
     g = torch.Generator().manual_seed(0)
-    return torch.cat([torch.randn(200, 2, generator=g, dtype=torch.float64) + c
-                      for c in (-5.0, 0.0, 5.0)])
+    return torch.cat(
+        [torch.randn(200, 2, generator=g, dtype=torch.float64) + c for c in (-5.0, 0.0, 5.0)]
+    )
 
 
 def test_kmeans_finds_clusters(X):
@@ -88,8 +89,9 @@ def test_callback_can_stop_and_tolerance_stops(X):
 def test_optimizers_improve_the_objective(X, opt):
     y = torch.sin(X[:, 0])
     lr = {"adam": 0.05, "adadelta": 1.0, "sgd": 0.01}[opt]
-    m = lg.SVGP(num_inducing=10).fit(X, y, batch_size=600, max_steps=60, optimizer=opt, lr=lr,
-                                      seed=0)
+    m = lg.SVGP(num_inducing=10).fit(
+        X, y, batch_size=600, max_steps=60, optimizer=opt, lr=lr, seed=0
+    )
     h = m.history_.objective
     assert h[-1] > h[0]
 

@@ -40,7 +40,8 @@ def test_boston_gp_beats_linear_model(boston):
 def test_savigp_boston_split_trains(boston):
     ds = lg.datasets.load("savigp/boston_housing", split=1)
     assert ds.X_train.shape == (300, 13)
-    m = lg.SVGP(num_inducing=50).fit(ds.X_train, ds.y_train, batch_size=100, epochs=100,
-                                      lr=0.02, seed=0)
+    m = lg.SVGP(num_inducing=50).fit(
+        ds.X_train, ds.y_train, batch_size=100, epochs=100, lr=0.02, seed=0
+    )
     lin = _linear_rmse(ds.X_train, ds.y_train, ds.X_test, ds.y_test)
     assert lg.metrics.rmse(ds.y_test, m.predict_y(ds.X_test)[0]) < 0.85 * lin

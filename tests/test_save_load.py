@@ -13,16 +13,29 @@ def _fit(kind, rng):
     X = rng.normal(size=(60, 3))
     if kind == "exact":
         y = np.sin(X[:, 0])
-        return lg.ExactGP(kernel=lg.kernels.Matern32() + lg.kernels.Linear()).fit(
-            X, y, max_steps=5), X, y
+        return (
+            lg.ExactGP(kernel=lg.kernels.Matern32() + lg.kernels.Linear()).fit(X, y, max_steps=5),
+            X,
+            y,
+        )
     if kind == "softmax":
         y = (X[:, 0] > 0).astype(float) + (X[:, 1] > 1)
-        return lg.SVGP(num_inducing=8, likelihood=lg.likelihoods.Softmax(3)).fit(
-            X, y, max_steps=5, seed=0), X, y
+        return (
+            lg.SVGP(num_inducing=8, likelihood=lg.likelihoods.Softmax(3)).fit(
+                X, y, max_steps=5, seed=0
+            ),
+            X,
+            y,
+        )
     if kind == "poisson":
         y = rng.poisson(np.exp(X[:, 0] / 2)).astype(float)
-        return lg.SVGP(num_inducing=8, likelihood="poisson", covariance="diag",
-                       whiten=False).fit(X, y, max_steps=5, seed=0), X, y
+        return (
+            lg.SVGP(num_inducing=8, likelihood="poisson", covariance="diag", whiten=False).fit(
+                X, y, max_steps=5, seed=0
+            ),
+            X,
+            y,
+        )
     y = np.sin(X[:, 0]) * 100 + 7
     return lg.SVGP(num_inducing=8, kernel="periodic").fit(X, y, max_steps=5, seed=0), X, y
 
@@ -50,8 +63,8 @@ def test_loads_in_fresh_process(rng, tmp_path):
     m.save(path)
     np.save(tmp_path / "X.npy", X)
     code = (
-        "import numpy as np, latentgp as lg; m = lg.load(r'%s'); "
-        "print(repr(float(m.predict_f(np.load(r'%s'))[0].sum())))" % (path, tmp_path / "X.npy")
+        f"import numpy as np, latentgp as lg; m = lg.load(r'{path}'); "
+        f"print(repr(float(m.predict_f(np.load(r'{tmp_path / 'X.npy'}'))[0].sum())))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert float(out.stdout) == float(m.predict_f(X)[0].sum())

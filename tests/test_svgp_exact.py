@@ -23,7 +23,9 @@ def _set_hypers(model, ls, var, noise):
         k.raw_lengthscale.copy_(lg.parameters.inv_softplus(torch.tensor(ls, dtype=torch.float64)))
         k.raw_variance.copy_(lg.parameters.inv_softplus(torch.tensor(var, dtype=torch.float64)))
         lik = model.likelihood
-        lik.raw_variance.copy_(lg.parameters.inv_softplus(torch.tensor(noise - lik.min_variance, dtype=torch.float64)))
+        lik.raw_variance.copy_(
+            lg.parameters.inv_softplus(torch.tensor(noise - lik.min_variance, dtype=torch.float64))
+        )
 
 
 def _pair(X, y, Z=None, whiten=True, normalize_y=False):
@@ -107,12 +109,16 @@ def test_elbo_gradients_match_finite_differences(lik):
         model.q.q_mu.normal_()
     Xt, yt = torch.tensor(X), model._scale_y(torch.tensor(y))
     names = [n for n, p in model.named_parameters() if p.requires_grad]
-    vals = tuple(p.detach().clone().requires_grad_(True) for _, p in model.named_parameters()
-                 if p.requires_grad)
+    vals = tuple(
+        p.detach().clone().requires_grad_(True)
+        for _, p in model.named_parameters()
+        if p.requires_grad
+    )
 
     def obj(*v):
-        return torch.func.functional_call(model, dict(zip(names, v, strict=True)), (Xt, yt, 20),
-                                          strict=False)
+        return torch.func.functional_call(
+            model, dict(zip(names, v, strict=True)), (Xt, yt, 20), strict=False
+        )
 
     model.forward = model.objective
     assert torch.autograd.gradcheck(obj, vals, eps=1e-6, atol=1e-5, rtol=1e-4)
@@ -161,8 +167,9 @@ def test_classification_probabilities():
     y = (np.sin(X[:, 0]) + 0.5 * X[:, 1] > 0).astype(float)
     for link in ("logit", "probit"):
         lik = lg.likelihoods.Bernoulli(link)
-        m = lg.SVGP(num_inducing=30, likelihood=lik).fit(X, y, batch_size=100, epochs=40,
-                                                          lr=0.05, seed=0)
+        m = lg.SVGP(num_inducing=30, likelihood=lik).fit(
+            X, y, batch_size=100, epochs=40, lr=0.05, seed=0
+        )
         p, _ = m.predict_y(X)
         assert np.all((p >= 0) & (p <= 1))
         assert np.mean((p > 0.5) != y) < 0.08
@@ -198,8 +205,9 @@ def test_poisson_counts():
     X = np.linspace(0, 10, 300)[:, None]
     rate = np.exp(1 + np.sin(X[:, 0]))
     y = rng.poisson(rate).astype(float)
-    m = lg.SVGP(num_inducing=20, likelihood="poisson").fit(X, y, batch_size=100, epochs=60,
-                                                             lr=0.05, seed=0)
+    m = lg.SVGP(num_inducing=20, likelihood="poisson").fit(
+        X, y, batch_size=100, epochs=60, lr=0.05, seed=0
+    )
     mean, var = m.predict_y(X)
     assert np.mean(np.abs(np.log(mean) - np.log(rate))) < 0.25
     assert np.all(var >= mean * 0.99)

@@ -51,7 +51,7 @@ def test_conditional_matches_dense_formula(whiten, cov):
     q, Kzz, Lzz = _setup(Q, M, whiten=whiten, cov=cov)
     g = torch.Generator().manual_seed(5)
     Kzx = torch.randn(Q, M, B, generator=g, dtype=torch.float64)
-    kxx = (Kzx.square().sum(1) / M + 3.0)
+    kxx = Kzx.square().sum(1) / M + 3.0
     mu_u, S_u = q.q_mu, q.q_sqrt @ q.q_sqrt.mT
     if whiten:  # u = L v
         mu_u = (Lzz @ mu_u[..., None])[..., 0]

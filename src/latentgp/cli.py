@@ -40,7 +40,7 @@ import tempfile
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any, NoReturn
 
 PROG = "latentgp"
@@ -48,6 +48,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 #: Key of the CLI's preprocessing record inside a model file's payload.
 PREPROCESSING_KEY = "preprocessing"
@@ -274,7 +275,7 @@ class _Data:
     feature_names: list[str]
     target_name: str
     classes: list | None = None
-    notes: list[str] = field(default_factory=list)
+    split: int | None = None
 
 
 def _is_csv(spec: str) -> bool:
@@ -372,6 +373,7 @@ def _load_registry(
         feature_names=list(ds.feature_names),
         target_name=ds.target_name,
         classes=None if ds.classes is None else list(ds.classes),
+        split=ds.split,
     )
 
 
@@ -380,7 +382,6 @@ def _load_csv_data(args: argparse.Namespace) -> _Data:
 
     table = _read_table(args.data)
     X, y, names, target = _split_table(table, args.target, args.data)
-    notes = []
     if args.test_data is not None:
         if args.test_fraction is not None:
             raise CLIError("give either --test-data or --test-fraction, not both")
@@ -389,17 +390,20 @@ def _load_csv_data(args: argparse.Namespace) -> _Data:
             test, target if target in test.names else None, args.test_data
         )
         X_te = _select_features(
-            X_all, names_te, test.has_header, names if table.has_header else None,
-            X.shape[1], args.test_data,
+            X_all,
+            names_te,
+            test.has_header,
+            names if table.has_header else None,
+            X.shape[1],
+            args.test_data,
         )
-        return _Data(args.data, X, y, X_te, y_te, None, names, target, notes=notes)
+        return _Data(args.data, X, y, X_te, y_te, None, names, target)
     fraction = 0.2 if args.test_fraction is None else args.test_fraction
     split = 0 if args.split is None else args.split
     if fraction > 0 and X.shape[0] < 2:
         raise ValueError(f"{args.data}: {X.shape[0]} row(s) cannot be split into train and test")
     tr, te = datasets.random_split(X.shape[0], split, fraction)
-    notes.append(f"random split {split}: {len(tr)} train / {len(te)} test rows")
-    return _Data(args.data, X[tr], y[tr], X[te], y[te], None, names, target, notes=notes)
+    return _Data(args.data, X[tr], y[tr], X[te], y[te], None, names, target)
 
 
 def _class_count(data: _Data) -> int:
@@ -548,6 +552,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         "classes": data.classes,
         "task": task,
         "dataset": data.name,
+        "split": data.split,
+        "test_fraction": args.test_fraction if data.split is not None else None,
     }
     X_train = _apply_inputs(data.X_train, record)
     X_test = _apply_inputs(data.X_test, record)
@@ -642,8 +648,12 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     model, record = load_model_file(args.model_file)
     table = _read_table(args.data)
     X = _select_features(
-        table.values, table.names, table.has_header, record.get("feature_names"),
-        model.input_dim, args.data,
+        table.values,
+        table.names,
+        table.has_header,
+        record.get("feature_names"),
+        model.input_dim,
+        args.data,
     )
     mean, var = model.predict_y(_apply_inputs(X, record))
     names, columns = _prediction_columns(model, mean, var, record)
@@ -675,7 +685,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         if args.target is not None:
             raise CLIError("--target applies only when --data is a CSV file")
-        data = _load_registry(args.data, args.split, None, args.data_home)
+        from latentgp import datasets
+
+        split, fraction = args.split, None
+        if split is None and record.get("dataset") == datasets.get_spec(args.data).name:
+            # the model was fitted on this dataset: evaluate on the same held-out part
+            split, fraction = record.get("split"), record.get("test_fraction")
+        data = _load_registry(args.data, split, fraction, args.data_home)
         X, y = data.X_test, data.y_test
         source = "the test set"
         if X.shape[0] == 0:
@@ -815,7 +831,9 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS,
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
         help="show the full traceback on errors",
     )
     parser = _Parser(
@@ -831,60 +849,118 @@ def build_parser() -> argparse.ArgumentParser:
     # ---- fit
     models = ", ".join(f"{b.name} ({b.summary})" for b in MODEL_BUILDERS.values())
     p = sub.add_parser(
-        "fit", parents=[common], help="train a model and report test metrics",
+        "fit",
+        parents=[common],
+        help="train a model and report test metrics",
         description="Train a GP model on a dataset and report its test metrics.",
-        epilog=_FIT_EPILOG, formatter_class=fmt,
+        epilog=_FIT_EPILOG,
+        formatter_class=fmt,
     )
     g = p.add_argument_group("data")
-    g.add_argument("--data", required=True, metavar="NAME_OR_CSV",
-                   help="registry dataset name or CSV file")
-    g.add_argument("--target", metavar="COL",
-                   help="CSV target column, by name or index (default: the last column)")
+    g.add_argument(
+        "--data", required=True, metavar="NAME_OR_CSV", help="registry dataset name or CSV file"
+    )
+    g.add_argument(
+        "--target",
+        metavar="COL",
+        help="CSV target column, by name or index (default: the last column)",
+    )
     g.add_argument("--test-data", metavar="CSV", help="CSV test set (instead of a random split)")
-    g.add_argument("--split", type=_nonneg_int, metavar="K",
-                   help="dataset split; for a CSV the seed of the random split (default 0)")
-    g.add_argument("--test-fraction", type=_fraction, metavar="F",
-                   help="fraction of rows held out (CSV default 0.2; datasets: their own)")
-    g.add_argument("--data-home", metavar="DIR", help="folder of data-home files "
-                   "(default $LATENTGP_DATA)")
-    g.add_argument("--no-standardize", action="store_true",
-                   help="do not z-score the inputs with training statistics")
+    g.add_argument(
+        "--split",
+        type=_nonneg_int,
+        metavar="K",
+        help="dataset split; for a CSV the seed of the random split (default 0)",
+    )
+    g.add_argument(
+        "--test-fraction",
+        type=_fraction,
+        metavar="F",
+        help="fraction of rows held out (CSV default 0.2; datasets: their own)",
+    )
+    g.add_argument(
+        "--data-home", metavar="DIR", help="folder of data-home files (default $LATENTGP_DATA)"
+    )
+    g.add_argument(
+        "--no-standardize",
+        action="store_true",
+        help="do not z-score the inputs with training statistics",
+    )
     g = p.add_argument_group("model")
-    g.add_argument("--model", default="svgp", choices=sorted(MODEL_BUILDERS),
-                   help=f"model family (default svgp): {models}")
-    g.add_argument("--likelihood", metavar="NAME",
-                   help="gaussian, bernoulli/logit, probit, poisson, studentt, laplace, "
-                   "softmax (default: from the dataset's task, else gaussian)")
-    g.add_argument("--kernel", default="rbf", metavar="NAME",
-                   help="rbf, matern12, matern32, matern52, linear, periodic (default rbf)")
-    g.add_argument("--inducing", type=_positive_int, metavar="M",
-                   help=f"number of inducing points (default {DEFAULT_INDUCING})")
+    g.add_argument(
+        "--model",
+        default="svgp",
+        choices=sorted(MODEL_BUILDERS),
+        help=f"model family (default svgp): {models}",
+    )
+    g.add_argument(
+        "--likelihood",
+        metavar="NAME",
+        help="gaussian, bernoulli/logit, probit, poisson, studentt, laplace, "
+        "softmax (default: from the dataset's task, else gaussian)",
+    )
+    g.add_argument(
+        "--kernel",
+        default="rbf",
+        metavar="NAME",
+        help="rbf, matern12, matern32, matern52, linear, periodic (default rbf)",
+    )
+    g.add_argument(
+        "--inducing",
+        type=_positive_int,
+        metavar="M",
+        help=f"number of inducing points (default {DEFAULT_INDUCING})",
+    )
     g = p.add_argument_group("training")
-    g.add_argument("--batch-size", type=_positive_int, metavar="B",
-                   help=f"minibatch size, capped at N (default {DEFAULT_BATCH_SIZE})")
-    g.add_argument("--epochs", type=_positive_int, metavar="E",
-                   help="passes over the data (default 20 for svgp; exact: 200 L-BFGS steps)")
-    g.add_argument("--max-steps", type=_positive_int, metavar="S",
-                   help="cap on the number of optimiser steps")
-    g.add_argument("--lr", type=_positive_float, metavar="LR",
-                   help="learning rate (default 0.01; 1.0 for exact/L-BFGS)")
-    g.add_argument("--optimizer", choices=("adam", "adadelta", "sgd", "lbfgs"),
-                   help="optimiser (default adam; lbfgs for exact)")
+    g.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        metavar="B",
+        help=f"minibatch size, capped at N (default {DEFAULT_BATCH_SIZE})",
+    )
+    g.add_argument(
+        "--epochs",
+        type=_positive_int,
+        metavar="E",
+        help="passes over the data (default 20 for svgp; exact: 200 L-BFGS steps)",
+    )
+    g.add_argument(
+        "--max-steps", type=_positive_int, metavar="S", help="cap on the number of optimiser steps"
+    )
+    g.add_argument(
+        "--lr",
+        type=_positive_float,
+        metavar="LR",
+        help="learning rate (default 0.01; 1.0 for exact/L-BFGS)",
+    )
+    g.add_argument(
+        "--optimizer",
+        choices=("adam", "adadelta", "sgd", "lbfgs"),
+        help="optimiser (default adam; lbfgs for exact)",
+    )
     g.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
-    g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="show a progress bar (default: only on an interactive terminal)")
+    g.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar (default: only on an interactive terminal)",
+    )
     g = p.add_argument_group("output")
     g.add_argument("--out", metavar="MODEL_FILE", help="write the fitted model here (.pt)")
     g.add_argument("--metrics", metavar="JSON", help="write the metrics here")
-    g.add_argument("--json", action="store_true",
-                   help="print the metrics as JSON instead of a summary")
+    g.add_argument(
+        "--json", action="store_true", help="print the metrics as JSON instead of a summary"
+    )
     p.set_defaults(func=_cmd_fit)
 
     # ---- predict
     p = sub.add_parser(
-        "predict", parents=[common], help="predict at new inputs from a CSV file",
+        "predict",
+        parents=[common],
+        help="predict at new inputs from a CSV file",
         description="Predict with a model file written by 'latentgp fit'.",
-        epilog=_PREDICT_EPILOG, formatter_class=fmt,
+        epilog=_PREDICT_EPILOG,
+        formatter_class=fmt,
     )
     p.add_argument("--model-file", required=True, metavar="MODEL_FILE")
     p.add_argument("--data", required=True, metavar="CSV", help="inputs (numeric CSV)")
@@ -893,9 +969,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     # ---- evaluate
     p = sub.add_parser(
-        "evaluate", parents=[common], help="compute test metrics of a saved model",
+        "evaluate",
+        parents=[common],
+        help="compute test metrics of a saved model",
         description="Compute the metrics of a saved model on a dataset or CSV file.",
-        epilog=_EVALUATE_EPILOG, formatter_class=fmt,
+        epilog=_EVALUATE_EPILOG,
+        formatter_class=fmt,
     )
     p.add_argument("--model-file", required=True, metavar="MODEL_FILE")
     p.add_argument("--data", required=True, metavar="NAME_OR_CSV")
@@ -908,14 +987,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     # ---- datasets
     p = sub.add_parser(
-        "datasets", parents=[common], help="list the named datasets",
-        description="Named datasets of the registry.", epilog=_DATASETS_EPILOG,
+        "datasets",
+        parents=[common],
+        help="list the named datasets",
+        description="Named datasets of the registry.",
+        epilog=_DATASETS_EPILOG,
         formatter_class=fmt,
     )
     dsub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     q = dsub.add_parser(
-        "list", parents=[common], help="table of name, task, source, splits",
-        description="List every registered dataset.", epilog=_DATASETS_EPILOG,
+        "list",
+        parents=[common],
+        help="table of name, task, source, splits",
+        description="List every registered dataset.",
+        epilog=_DATASETS_EPILOG,
         formatter_class=fmt,
     )
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -952,8 +1037,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (CLIError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
-            PermissionError, ImportError) as err:
+    except BrokenPipeError:  # e.g. `latentgp datasets list | head`: stop quietly
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except (
+        CLIError,
+        ValueError,
+        FileNotFoundError,
+        IsADirectoryError,
+        NotADirectoryError,
+        PermissionError,
+        ImportError,
+    ) as err:
         if debug:
             traceback.print_exc()
         print(f"{PROG}: error: {_one_line(err)}", file=sys.stderr)

@@ -93,9 +93,9 @@ class Stationary(Kernel):
             ls = ls.mean().reshape(1)
         with torch.no_grad():
             self.raw_lengthscale.copy_(
-                inv_softplus(ls.to(torch.float64)).to(self.raw_lengthscale).expand_as(
-                    self.raw_lengthscale
-                )
+                inv_softplus(ls.to(torch.float64))
+                .to(self.raw_lengthscale)
+                .expand_as(self.raw_lengthscale)
             )
 
     @property
@@ -114,9 +114,7 @@ class Stationary(Kernel):
 
     def forward(self, X, Z=None):
         self._check_built()
-        return self.variance[..., None, None] * self.profile(
-            scaled_sqdist(X, Z, self.lengthscale)
-        )
+        return self.variance[..., None, None] * self.profile(scaled_sqdist(X, Z, self.lengthscale))
 
     def diag(self, X):
         self._check_built()

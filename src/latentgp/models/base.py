@@ -139,7 +139,9 @@ class GPModel(nn.Module):
                 f"{self.output_dim}"
             )
         if self.likelihood.latent_dim > 1 and y.ndim != 1:
-            raise ValueError(f"{name} must be a 1-D array of class labels, got shape {tuple(y.shape)}")
+            raise ValueError(
+                f"{name} must be a 1-D array of class labels, got shape {tuple(y.shape)}"
+            )
         return self.likelihood.validate_targets(y, name)
 
     def _scale_y(self, y: torch.Tensor) -> torch.Tensor:

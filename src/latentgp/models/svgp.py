@@ -76,8 +76,8 @@ class SVGP(GPModel):
             raise ValueError(
                 f"inducing_init must be 'kmeans', 'random' or 'greedy', got {inducing_init!r}"
             )
-        self._num_latent_arg = None if num_latent is None else check_positive_int(
-            num_latent, "num_latent"
+        self._num_latent_arg = (
+            None if num_latent is None else check_positive_int(num_latent, "num_latent")
         )
         self.shared_inducing = bool(shared_inducing)
         self.covariance, self.whiten = covariance, bool(whiten)
@@ -126,9 +126,7 @@ class SVGP(GPModel):
                 f"use num_inducing <= {N}"
             )
         if self._init_Z is not None and self._init_Z.shape[-1] != self.input_dim:
-            raise ValueError(
-                f"Z has {self._init_Z.shape[-1]} columns but X has {self.input_dim}"
-            )
+            raise ValueError(f"Z has {self._init_Z.shape[-1]} columns but X has {self.input_dim}")
 
     def _init_from_data(self, X, y):
         super()._init_from_data(X, y)
@@ -189,7 +187,9 @@ class SVGP(GPModel):
             Lzz = self.prior_factor()
             total = 0.0
             for s in range(0, Xt.shape[0], 65536):
-                total += float(self.expected_log_lik(Xt[s : s + 65536], yt[s : s + 65536], Lzz).sum())
+                total += float(
+                    self.expected_log_lik(Xt[s : s + 65536], yt[s : s + 65536], Lzz).sum()
+                )
             total -= float(self.q.kl(Lzz))
         return total - Xt.shape[0] * self._log_scale_sum()
 

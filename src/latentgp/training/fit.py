@@ -58,8 +58,14 @@ def _make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
         return torch.optim.SGD(params, lr=lr, momentum=0.9)
     if name == "lbfgs":
         return torch.optim.LBFGS(
-            params, lr=lr, max_iter=1, max_eval=30, line_search_fn="strong_wolfe", history_size=50,
-            tolerance_grad=1e-9, tolerance_change=1e-12,
+            params,
+            lr=lr,
+            max_iter=1,
+            max_eval=30,
+            line_search_fn="strong_wolfe",
+            history_size=50,
+            tolerance_grad=1e-9,
+            tolerance_change=1e-12,
         )
     raise ValueError(f"unknown optimizer {name!r}; choose one of {list(OPTIMIZERS)}")
 
@@ -117,7 +123,8 @@ def fit(
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {list(OPTIMIZERS)}")
     if optimizer == "lbfgs" and B < N:
         raise ValueError(
-            f"L-BFGS needs the full batch (batch_size={batch_size} < N={N}); use adam for minibatches"
+            f"L-BFGS needs the full batch (batch_size={batch_size} < N={N}); "
+            "use adam for minibatches"
         )
     steps_per_epoch = math.ceil(N / B)
     if epochs is not None:
@@ -177,9 +184,7 @@ def fit(
                 if optimizer == "lbfgs":
                     opt.step(closure)
                     value = closure.value
-                    ok = math.isfinite(value) and all(
-                        bool(torch.isfinite(p).all()) for p in params
-                    )
+                    ok = math.isfinite(value) and all(bool(torch.isfinite(p).all()) for p in params)
                 else:
                     closure()
                     value = closure.value

@@ -9,7 +9,11 @@ from typing import TextIO
 
 def _fmt_time(s: float) -> str:
     s = max(0, int(s))
-    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
+    return (
+        f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+        if s >= 3600
+        else f"{s // 60:02d}:{s % 60:02d}"
+    )
 
 
 class ProgressBar:
