@@ -206,21 +206,7 @@ class GPModel(nn.Module):
             max_steps = defaults.get("max_steps", 1000)
         if tol is None:
             tol = defaults.get("tol")
-        first = not self.built
-        if first:
-            self._build(Xt.shape[1], 1 if yt.ndim == 1 else yt.shape[1])
-            if self._uses_scaling():
-                y2 = yt.reshape(N, -1)
-                self.y_mean.copy_(y2.mean(0))
-                sd = y2.std(0) if N > 1 else torch.ones_like(self.y_scale)
-                self.y_scale.copy_(torch.where(sd > 0, sd, torch.ones_like(sd)))
-        self._validate_sizes(N)
-        ys = self._scale_y(yt)
-        if first:
-            if seed is not None:
-                torch.manual_seed(seed)
-            self._init_from_data(Xt, ys)
-            self.to(device=self.device_)
+        ys = self._initialize(Xt, yt, seed)
         self.train()
         self._cache = None
         self.history_ = train(
@@ -241,6 +227,37 @@ class GPModel(nn.Module):
         self._cache = None
         self.eval()
         return self
+
+    def initialize(self, X: Any, y: Any, seed: int | None = None) -> GPModel:
+        """Build the parameters for data ``(X, y)`` and set their data-dependent initial
+        values (inducing inputs, lengthscales, target scaling) without training.
+
+        ``fit`` does this on its first call; calling it directly lets a user inspect or
+        change initial values first.  A built model is left unchanged.
+        """
+        Xt = self._check_X(X)
+        self._initialize(Xt, self._check_y(y, Xt.shape[0]), seed)
+        return self
+
+    def _initialize(self, Xt: torch.Tensor, yt: torch.Tensor, seed: int | None) -> torch.Tensor:
+        """Build and initialise on first use; return the (scaled) targets for training."""
+        N = Xt.shape[0]
+        first = not self.built
+        if first:
+            self._build(Xt.shape[1], 1 if yt.ndim == 1 else yt.shape[1])
+            if self._uses_scaling():
+                y2 = yt.reshape(N, -1)
+                self.y_mean.copy_(y2.mean(0))
+                sd = y2.std(0) if N > 1 else torch.ones_like(self.y_scale)
+                self.y_scale.copy_(torch.where(sd > 0, sd, torch.ones_like(sd)))
+        self._validate_sizes(N)
+        ys = self._scale_y(yt)
+        if first:
+            if seed is not None:
+                torch.manual_seed(seed)
+            self._init_from_data(Xt, ys)
+            self.to(device=self.device_)
+        return ys
 
     def _validate_sizes(self, N: int) -> None:
         """Model-specific size checks (e.g. more inducing points than data)."""

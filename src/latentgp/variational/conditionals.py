@@ -1,11 +1,20 @@
 """The conditional q(u) -> marginals of q(f_n) for a batch of inputs.
 
-For one latent, with ``A = Lzz^{-1} Kzx`` ``(M, B)``:
+For one latent, with ``A = Lzz^{-1} Kzx`` ``(M, B)`` and q over whitened values
+``v = Lzz^{-1} u ~ N(m_w, S_w S_w^T)``:
 
-whitened   ``mean = A^T m``,          ``var = kxx - |A|^2 + |S^T A|^2``
-unwhitened ``mean = (Lzz^{-T} A)^T m``, ``var = kxx - |A|^2 + |S^T Lzz^{-T} A|^2``
+    mean_n = A_n^T m_w
+    var_n  = kxx_n - A_n^T (I - S_w S_w^T) A_n = kxx_n - |A_n|^2 + |S_w^T A_n|^2
 
-(column-wise squared norms).  Everything is batched over Q; cost ``O(Q (B M^2 + M^3))``.
+(whitened q: ``m_w = m, S_w = S``; unwhitened q over u: ``m_w = Lzz^{-1} m``,
+``S_w = Lzz^{-1} S``).  Everything is batched over Q.
+
+Cost.  The forward pass is one triangular solve (B M^2 flops) and one product
+``T A`` with ``T = I - S_w S_w^T`` (2 B M^2); the backward pass is one triangular solve
+(B M^2) and one product ``A diag(g) A^T`` (2 B M^2).  The gradient with respect to
+``Lzz``, which autograd would form with another B x M x M product, is assembled from
+M x M quantities in O(M^3) (see :class:`_ProjectedMarginals`), so a training step costs
+about 6 B M^2 + O(M^3) flops instead of 10 B M^2.
 """
 
 from __future__ import annotations
@@ -13,6 +22,76 @@ from __future__ import annotations
 import torch
 
 from ..linalg import solve_lower, solve_upper_t
+
+
+class _ProjectedMarginals(torch.autograd.Function):
+    """``(Kzx, L, m_w, T) -> (A^T m_w, diag(A^T T A))`` with ``A = L^{-1} Kzx``.
+
+    Shapes: Kzx ``(Q, M, B)``, L ``(Q, M, M)`` lower, m_w ``(Q, M)``, T ``(Q, M, M)``
+    symmetric.  Returns two ``(Q, B)`` tensors.
+
+    Backward, with ``g_mu`` and ``g_q`` the output gradients:
+    ``g_A = m_w g_mu^T + 2 (T A) diag(g_q)``; ``g_Kzx = L^{-T} g_A``;
+    ``g_m = A g_mu``; ``g_T = A diag(g_q) A^T``; and, because
+    ``g_A A^T = m_w g_m^T + 2 T g_T``, ``g_L = -tril(L^{-T} (m_w g_m^T + 2 T g_T))`` needs
+    no further B-sized product.
+    """
+
+    @staticmethod
+    def forward(ctx, Kzx, L, m_w, T):
+        A = solve_lower(L, Kzx)
+        TA = T @ A
+        mean = (A * m_w[..., :, None]).sum(-2)
+        quad = (A * TA).sum(-2)
+        ctx.save_for_backward(L, A, TA, m_w, T)
+        return mean, quad
+
+    @staticmethod
+    def backward(ctx, g_mean, g_quad):
+        L, A, TA, m_w, T = ctx.saved_tensors
+        need_kzx, need_L, need_m, need_T = ctx.needs_input_grad
+        g_Kzx = g_L = g_m = g_T = None
+        if g_mean is None:
+            g_mean = torch.zeros(A.shape[:-2] + A.shape[-1:], dtype=A.dtype, device=A.device)
+        if g_quad is None:
+            g_quad = torch.zeros_like(g_mean)
+        g_m = (A @ g_mean[..., :, None])[..., 0]  # (Q, M)
+        if need_T or need_L:
+            g_T = (A * g_quad[..., None, :]) @ A.mT  # (Q, M, M)
+        if need_kzx:
+            g_A = m_w[..., :, None] * g_mean[..., None, :] + 2.0 * TA * g_quad[..., None, :]
+            g_Kzx = solve_upper_t(L, g_A)
+        if need_L:
+            inner = m_w[..., :, None] * g_m[..., None, :] + 2.0 * (T @ g_T)
+            g_L = -torch.tril(solve_upper_t(L, inner))
+        return g_Kzx, g_L, (g_m if need_m else None), (g_T if need_T else None)
+
+
+def whitened_moments(
+    Lzz: torch.Tensor,
+    q_mu: torch.Tensor,
+    q_sqrt: torch.Tensor | None,
+    whiten: bool,
+    q_sqrt_is_diag: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``m_w`` ``(Q, M)`` and ``T = I - S_w S_w^T`` ``(Q, M, M)`` in O(M^3)."""
+    Q, M = q_mu.shape
+    eye = torch.eye(M, dtype=q_mu.dtype, device=q_mu.device)
+    L = Lzz.expand(Q, M, M)
+    if whiten:
+        m_w = q_mu
+        if q_sqrt is None:
+            return m_w, eye.expand(Q, M, M)
+        if q_sqrt_is_diag:
+            return m_w, eye - torch.diag_embed(q_sqrt.square())
+        S_w = q_sqrt
+    else:
+        m_w = solve_lower(L, q_mu[..., None])[..., 0]
+        if q_sqrt is None:
+            return m_w, eye.expand(Q, M, M)
+        S = torch.diag_embed(q_sqrt) if q_sqrt_is_diag else q_sqrt
+        S_w = solve_lower(L, S)
+    return m_w, eye - S_w @ S_w.mT
 
 
 def conditional_marginals(
@@ -39,13 +118,9 @@ def conditional_marginals(
     -------
     mean, var: ``(Q, B)`` each; var is clamped at a tiny positive value.
     """
-    A = solve_lower(Lzz, Kzx)  # (Q, M, B)
-    W = A if whiten else solve_upper_t(Lzz, A)  # projection applied to u-space
-    mean = (W * q_mu[..., None]).sum(-2)
-    var = Kxx_diag - A.square().sum(-2)
-    if q_sqrt is not None:
-        if q_sqrt_is_diag:
-            var = var + (q_sqrt[..., None] * W).square().sum(-2)
-        else:
-            var = var + (q_sqrt.mT @ W).square().sum(-2)
+    Q, M = q_mu.shape
+    m_w, T = whitened_moments(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
+    L = Lzz.expand(Q, M, M)
+    mean, quad = _ProjectedMarginals.apply(Kzx.expand(Q, *Kzx.shape[-2:]), L, m_w, T)
+    var = Kxx_diag - quad
     return mean, var.clamp_min(1e-12 * Kxx_diag.detach().abs().clamp_min(1e-300))

@@ -1,0 +1,107 @@
+"""Worker: GPyTorch's SVGP with the same model (whitened Cholesky q(u), ARD SE, Gaussian)."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from worker_protocol import serve  # noqa: E402
+
+import gpytorch  # noqa: E402
+
+state: dict = {}
+
+
+class _SVGP(gpytorch.models.ApproximateGP):
+    def __init__(self, Z, D):
+        q = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
+        strat = gpytorch.variational.VariationalStrategy(self, Z, q, learn_inducing_locations=True)
+        super().__init__(strat)
+        self.mean_module = gpytorch.means.ZeroMean()
+        self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=D))
+
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+
+def setup(cmd):
+    torch.set_num_threads(int(cmd.get("threads", 2)))
+    d = np.load(cmd["data"])
+    dtype = getattr(torch, cmd["dtype"])
+    X, y = torch.as_tensor(d["X_train"], dtype=dtype), torch.as_tensor(d["y_train"], dtype=dtype)
+    Z = torch.as_tensor(d["Z"], dtype=dtype)
+    model = _SVGP(Z, X.shape[1]).to(dtype)
+    lik = gpytorch.likelihoods.GaussianLikelihood().to(dtype)
+    model.covar_module.base_kernel.lengthscale = torch.as_tensor(d["lengthscale"], dtype=dtype)
+    model.covar_module.outputscale = float(d["variance"])
+    lik.noise = float(d["noise"])
+    mll = gpytorch.mlls.VariationalELBO(lik, model, num_data=X.shape[0])
+    params = list(model.parameters()) + list(lik.parameters())
+    state.update(model=model, lik=lik, mll=mll, X=X, y=y, batches=d["batches"], pos=0,
+                 opt=torch.optim.Adam(params, lr=float(cmd["lr"])),
+                 Xte=torch.as_tensor(d["X_test"], dtype=dtype), yte=d["y_test"])
+    return {"ok": True, "version": gpytorch.__version__}
+
+
+def train(cmd):
+    model, lik, mll, opt = state["model"], state["lik"], state["mll"], state["opt"]
+    model.train()
+    lik.train()
+    times = []
+    for _ in range(int(cmd["steps"])):
+        idx = torch.as_tensor(state["batches"][state["pos"] % len(state["batches"])])
+        state["pos"] += 1
+        xb, yb = state["X"][idx], state["y"][idx]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = -mll(model(xb), yb)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    return {"times": times, "loss": float(loss)}
+
+
+def _predict(X):
+    model, lik = state["model"], state["lik"]
+    model.eval()
+    lik.eval()
+    means, vars_ = [], []
+    with torch.no_grad(), gpytorch.settings.fast_pred_var(False):
+        for s in range(0, X.shape[0], 65536):
+            f = model(X[s : s + 65536])
+            means.append(f.mean)
+            vars_.append(f.variance)
+    return torch.cat(means), torch.cat(vars_)
+
+
+def evaluate(cmd):
+    mean, fvar = _predict(state["Xte"])
+    var = (fvar + state["lik"].noise).detach().numpy()
+    mean = mean.numpy()
+    y = state["yte"]
+    nlpd = 0.5 * np.mean(np.log(2 * np.pi * var) + (y - mean) ** 2 / var)
+    return {"rmse": float(np.sqrt(np.mean((mean - y) ** 2))), "nlpd": float(nlpd)}
+
+
+def predict(cmd):
+    n = int(cmd["n"])
+    X = state["Xte"]
+    Xp = X.repeat(math.ceil(n / X.shape[0]), 1)[:n]
+    _predict(Xp[:100])
+    t0 = time.perf_counter()
+    _predict(Xp)
+    return {"points_per_second": n / (time.perf_counter() - t0)}
+
+
+def handler(cmd):
+    return {"setup": setup, "train": train, "eval": evaluate, "predict": predict}[cmd["cmd"]](cmd)
+
+
+if __name__ == "__main__":
+    serve(handler)

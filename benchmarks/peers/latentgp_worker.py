@@ -1,0 +1,80 @@
+"""Worker: latentgp's SVGP (Gaussian likelihood, ARD SE kernel, whitened full q(u))."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from worker_protocol import serve  # noqa: E402
+
+import latentgp as lg  # noqa: E402
+
+state: dict = {}
+
+
+def setup(cmd):
+    torch.set_num_threads(int(cmd.get("threads", 2)))
+    d = np.load(cmd["data"])
+    dtype = getattr(torch, cmd["dtype"])
+    X, y = torch.as_tensor(d["X_train"], dtype=dtype), torch.as_tensor(d["y_train"], dtype=dtype)
+    model = lg.SVGP(Z=d["Z"], kernel=lg.kernels.RBF(lengthscale=d["lengthscale"].tolist(),
+                                                    variance=float(d["variance"])),
+                    likelihood=lg.likelihoods.Gaussian(variance=float(d["noise"])),
+                    normalize_y=False, dtype=dtype)
+    model.initialize(X, y)  # builds with the shared initial values; no training
+    state.update(model=model, X=X, y=y, batches=d["batches"], pos=0, N=X.shape[0],
+                 opt=torch.optim.Adam(model.parameters(), lr=float(cmd["lr"])),
+                 Xte=torch.as_tensor(d["X_test"], dtype=dtype), yte=d["y_test"])
+    return {"ok": True, "version": lg.__version__}
+
+
+def train(cmd):
+    m, opt, N = state["model"], state["opt"], state["N"]
+    m.train()
+    times = []
+    for _ in range(int(cmd["steps"])):
+        idx = torch.as_tensor(state["batches"][state["pos"] % len(state["batches"])])
+        state["pos"] += 1
+        xb, yb = state["X"][idx], state["y"][idx]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = -m.objective(xb, yb, N) / N
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    return {"times": times, "loss": float(loss)}
+
+
+def evaluate(cmd):
+    m = state["model"]
+    m.eval()
+    mean, var = m.predict_y(state["Xte"])
+    y = state["yte"]
+    lpd = m.log_predictive_density(state["Xte"], y)
+    return {"rmse": float(np.sqrt(np.mean((mean - y) ** 2))), "nlpd": float(-lpd.mean())}
+
+
+def predict(cmd):
+    m = state["model"]
+    n = int(cmd["n"])
+    X = state["Xte"]
+    reps = math.ceil(n / X.shape[0])
+    Xp = X.repeat(reps, 1)[:n]
+    m.predict_f(Xp[:100])  # warm the cache
+    t0 = time.perf_counter()
+    m.predict_f(Xp, as_numpy=False)
+    return {"points_per_second": n / (time.perf_counter() - t0)}
+
+
+def handler(cmd):
+    return {"setup": setup, "train": train, "eval": evaluate, "predict": predict}[cmd["cmd"]](cmd)
+
+
+if __name__ == "__main__":
+    serve(handler)
