@@ -56,8 +56,11 @@ class Worker:
         e = dict(os.environ, **(env or {}))
         self.proc = subprocess.Popen(
             [python, os.path.join(HERE, "peers", script)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, env=e,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=e,
         )
 
     def call(self, **cmd) -> dict:
@@ -88,8 +91,14 @@ def make_workers(peers: list[str], threads: int) -> list[Worker]:
     gpflow_py = os.path.join(ROOT, ".venv-gpflow", "bin", "python")
     if "gpflow" in peers:
         if os.path.exists(gpflow_py):
-            workers.append(Worker("GPflow", gpflow_py, "gpflow_worker.py",
-                                  {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}))
+            workers.append(
+                Worker(
+                    "GPflow",
+                    gpflow_py,
+                    "gpflow_worker.py",
+                    {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"},
+                )
+            )
         else:
             print(f"GPflow skipped: {gpflow_py} not found (see docs/results/performance.md)")
     return workers
@@ -110,13 +119,25 @@ def prepare(path, X, y, Xte, yte, M, B, total_steps, seed=0):
     g = np.random.default_rng(seed)
     N = X.shape[0]
     per_epoch = N // B
-    batches = np.concatenate([
-        g.permutation(N)[: per_epoch * B].reshape(per_epoch, B)
-        for _ in range(int(np.ceil(total_steps / per_epoch)))
-    ])[:total_steps]
+    batches = np.concatenate(
+        [
+            g.permutation(N)[: per_epoch * B].reshape(per_epoch, B)
+            for _ in range(int(np.ceil(total_steps / per_epoch)))
+        ]
+    )[:total_steps]
     Z = kmeans_pp(torch.as_tensor(X), M, seed=seed, lloyd_iters=5).numpy()
-    np.savez(path, X_train=X, y_train=y, X_test=Xte, y_test=yte, Z=Z, batches=batches,
-             lengthscale=np.full(X.shape[1], np.sqrt(X.shape[1])), variance=1.0, noise=0.1)
+    np.savez(
+        path,
+        X_train=X,
+        y_train=y,
+        X_test=Xte,
+        y_test=yte,
+        Z=Z,
+        batches=batches,
+        lengthscale=np.full(X.shape[1], np.sqrt(X.shape[1])),
+        variance=1.0,
+        noise=0.1,
+    )
 
 
 def run_config(workers, data, M, B, dtype, reps, steps, warmup, lr, threads):
@@ -145,9 +166,13 @@ def run_config(workers, data, M, B, dtype, reps, steps, warmup, lr, threads):
             rss = w.call(cmd="rss")["rss_mib"]
             t = np.array(per_rep[w.name])
             result[w.name] = {
-                "step_min": float(t.min()), "step_median": float(np.median(t)),
-                "step_max": float(t.max()), "rmse": ev["rmse"], "nlpd": ev["nlpd"],
-                "predict_pts_per_s": pr["points_per_second"], "rss_mib": rss,
+                "step_min": float(t.min()),
+                "step_median": float(np.median(t)),
+                "step_max": float(t.max()),
+                "rmse": ev["rmse"],
+                "nlpd": ev["nlpd"],
+                "predict_pts_per_s": pr["points_per_second"],
+                "rss_mib": rss,
             }
     return result
 
@@ -167,8 +192,12 @@ def main() -> None:
     if args.quick:
         grid = [(256, 1024, "float64"), (1024, 4096, "float64"), (256, 1024, "float32")]
     else:
-        grid = [(M, B, dt) for dt in ("float64", "float32") for M in (64, 256, 1024, 2048)
-                for B in (256, 1024, 4096)]
+        grid = [
+            (M, B, dt)
+            for dt in ("float64", "float32")
+            for M in (64, 256, 1024, 2048)
+            for B in (256, 1024, 4096)
+        ]
     gemm = {"float64": [gemm_gflops(torch.float64)], "float32": [gemm_gflops(torch.float32)]}
     workers = make_workers(args.peers.split(","), args.threads)
     rows = []
@@ -180,16 +209,22 @@ def main() -> None:
                 if B > data[0].shape[0]:
                     continue
                 t0 = time.perf_counter()
-                res = run_config(workers, data, M, B, dt, args.reps, args.steps, args.warmup,
-                                 0.01, args.threads)
+                res = run_config(
+                    workers, data, M, B, dt, args.reps, args.steps, args.warmup, 0.01, args.threads
+                )
                 gemm[dt].append(gemm_gflops(getattr(torch, dt)))
                 rows.append({"data": dname, "M": M, "B": B, "dtype": dt, "results": res})
                 ours = res["latentgp"]["step_median"]
-                print(f"  M={M} B={B} {dt}: " + ", ".join(
-                    f"{k} {v['step_median'] * 1e3:.1f} ms" for k, v in res.items())
+                print(
+                    f"  M={M} B={B} {dt}: "
+                    + ", ".join(f"{k} {v['step_median'] * 1e3:.1f} ms" for k, v in res.items())
                     + f" ({time.perf_counter() - t0:.0f} s); latentgp x{1:.0f}"
-                    + "".join(f", {k} x{v['step_median'] / ours:.2f}" for k, v in res.items()
-                              if k != "latentgp"))
+                    + "".join(
+                        f", {k} x{v['step_median'] / ours:.2f}"
+                        for k, v in res.items()
+                        if k != "latentgp"
+                    )
+                )
                 _write(args, rows, gemm)
     finally:
         for w in workers:

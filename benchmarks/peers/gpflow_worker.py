@@ -14,10 +14,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from worker_protocol import serve  # noqa: E402
-
 import gpflow  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from worker_protocol import serve  # noqa: E402
 
 state: dict = {}
 
@@ -30,11 +29,13 @@ def setup(cmd):
     gpflow.config.set_default_float(dt)
     d = np.load(cmd["data"])
     X, y = d["X_train"].astype(dt), d["y_train"].astype(dt)[:, None]
-    kern = gpflow.kernels.SquaredExponential(lengthscales=d["lengthscale"].astype(dt),
-                                             variance=dt(d["variance"]))
+    kern = gpflow.kernels.SquaredExponential(
+        lengthscales=d["lengthscale"].astype(dt), variance=dt(d["variance"])
+    )
     lik = gpflow.likelihoods.Gaussian(variance=dt(d["noise"]))
-    model = gpflow.models.SVGP(kern, lik, inducing_variable=d["Z"].astype(dt), whiten=True,
-                               num_data=X.shape[0])
+    model = gpflow.models.SVGP(
+        kern, lik, inducing_variable=d["Z"].astype(dt), whiten=True, num_data=X.shape[0]
+    )
     opt = tf.keras.optimizers.Adam(learning_rate=float(cmd["lr"]))
 
     @tf.function
@@ -42,11 +43,19 @@ def setup(cmd):
         with tf.GradientTape() as tape:
             loss = model.training_loss((xb, yb))
         grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
+        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    state.update(model=model, X=X, y=y, batches=d["batches"], pos=0, step=step,
-                 Xte=d["X_test"].astype(dt), yte=d["y_test"])
+    state.update(
+        model=model,
+        X=X,
+        y=y,
+        batches=d["batches"],
+        pos=0,
+        step=step,
+        Xte=d["X_test"].astype(dt),
+        yte=d["y_test"],
+    )
     return {"ok": True, "version": gpflow.__version__}
 
 

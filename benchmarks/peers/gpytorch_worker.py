@@ -11,9 +11,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from worker_protocol import serve  # noqa: E402
-
 import gpytorch  # noqa: E402
+from worker_protocol import serve  # noqa: E402
 
 state: dict = {}
 
@@ -43,9 +42,18 @@ def setup(cmd):
     lik.noise = float(d["noise"])
     mll = gpytorch.mlls.VariationalELBO(lik, model, num_data=X.shape[0])
     params = list(model.parameters()) + list(lik.parameters())
-    state.update(model=model, lik=lik, mll=mll, X=X, y=y, batches=d["batches"], pos=0,
-                 opt=torch.optim.Adam(params, lr=float(cmd["lr"])),
-                 Xte=torch.as_tensor(d["X_test"], dtype=dtype), yte=d["y_test"])
+    state.update(
+        model=model,
+        lik=lik,
+        mll=mll,
+        X=X,
+        y=y,
+        batches=d["batches"],
+        pos=0,
+        opt=torch.optim.Adam(params, lr=float(cmd["lr"])),
+        Xte=torch.as_tensor(d["X_test"], dtype=dtype),
+        yte=d["y_test"],
+    )
     return {"ok": True, "version": gpytorch.__version__}
 
 

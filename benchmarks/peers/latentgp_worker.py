@@ -23,14 +23,25 @@ def setup(cmd):
     d = np.load(cmd["data"])
     dtype = getattr(torch, cmd["dtype"])
     X, y = torch.as_tensor(d["X_train"], dtype=dtype), torch.as_tensor(d["y_train"], dtype=dtype)
-    model = lg.SVGP(Z=d["Z"], kernel=lg.kernels.RBF(lengthscale=d["lengthscale"].tolist(),
-                                                    variance=float(d["variance"])),
-                    likelihood=lg.likelihoods.Gaussian(variance=float(d["noise"])),
-                    normalize_y=False, dtype=dtype)
+    model = lg.SVGP(
+        Z=d["Z"],
+        kernel=lg.kernels.RBF(lengthscale=d["lengthscale"].tolist(), variance=float(d["variance"])),
+        likelihood=lg.likelihoods.Gaussian(variance=float(d["noise"])),
+        normalize_y=False,
+        dtype=dtype,
+    )
     model.initialize(X, y)  # builds with the shared initial values; no training
-    state.update(model=model, X=X, y=y, batches=d["batches"], pos=0, N=X.shape[0],
-                 opt=torch.optim.Adam(model.parameters(), lr=float(cmd["lr"])),
-                 Xte=torch.as_tensor(d["X_test"], dtype=dtype), yte=d["y_test"])
+    state.update(
+        model=model,
+        X=X,
+        y=y,
+        batches=d["batches"],
+        pos=0,
+        N=X.shape[0],
+        opt=torch.optim.Adam(model.parameters(), lr=float(cmd["lr"])),
+        Xte=torch.as_tensor(d["X_test"], dtype=dtype),
+        yte=d["y_test"],
+    )
     return {"ok": True, "version": lg.__version__}
 
 
