@@ -67,9 +67,26 @@ class Likelihood(nn.Module):
         f = mean + var.clamp_min(0).sqrt() * x.reshape((-1,) + (1,) * mean.ndim)
         return f, w.reshape((-1,) + (1,) * mean.ndim)
 
-    def _mc_points(self, mean: torch.Tensor, var: torch.Tensor, num_samples: int | None = None):
+    def _mc_points(
+        self,
+        mean: torch.Tensor,
+        var: torch.Tensor,
+        num_samples: int | None = None,
+        fixed: bool = False,
+    ):
+        """``S`` draws of f from ``N(mean, var)``, shape ``(S,) + mean.shape``.
+
+        ``fixed=True`` (used for predictions) draws one set of standard-normal numbers from
+        a fixed seed and shares it across data points, so predictions are deterministic
+        and a point's prediction does not depend on which other points are in the batch.
+        """
         S = num_samples or get_config().num_mc_samples
-        eps = torch.randn((S,) + tuple(mean.shape), dtype=mean.dtype, device=mean.device)
+        if fixed:
+            g = torch.Generator().manual_seed(20231)
+            shape = (S,) + (1,) * (mean.ndim - 1) + tuple(mean.shape[-1:])
+            eps = torch.randn(shape, generator=g, dtype=mean.dtype).to(mean.device)
+        else:
+            eps = torch.randn((S,) + tuple(mean.shape), dtype=mean.dtype, device=mean.device)
         return mean + var.clamp_min(0).sqrt() * eps
 
     def expected_log_prob(
@@ -92,7 +109,7 @@ class Likelihood(nn.Module):
         if self.latent_dim == 1:
             f, w = self._gh_points(mean, var, max(get_config().num_gauss_hermite, 40))
             return torch.logsumexp(self.log_prob(y, f) + w.log(), dim=0)
-        f = self._mc_points(mean, var, num_samples)
+        f = self._mc_points(mean, var, num_samples, fixed=True)
         return torch.logsumexp(self.log_prob(y, f), dim=0) - math.log(f.shape[0])
 
     # -- predictions of y --------------------------------------------------------
@@ -120,7 +137,7 @@ class Likelihood(nn.Module):
             m = (w * mu).sum(0)
             v = (w * (self.conditional_variance(f) + mu**2)).sum(0) - m**2
             return m, v.clamp_min(0)
-        f = self._mc_points(mean, var, 256)
+        f = self._mc_points(mean, var, 256, fixed=True)
         mu = self.conditional_mean(f)
         m = mu.mean(0)
         v = (self.conditional_variance(f) + mu**2).mean(0) - m**2

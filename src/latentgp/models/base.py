@@ -58,6 +58,8 @@ class GPModel(nn.Module):
 
     default_optimizer = "adam"
     default_lr = 0.01
+    #: whether ``objective`` is an unbiased estimate from a minibatch (else full data only)
+    supports_minibatch = True
 
     def __init__(
         self,
@@ -177,12 +179,20 @@ class GPModel(nn.Module):
         seed: int | None = None,
         tol: float | None = None,
         callbacks=(),
+        checkpoint: str | os.PathLike | None = None,
+        checkpoint_every: int | None = None,
+        checkpoint_seconds: float | None = None,
+        resume: bool = False,
     ) -> GPModel:
         """Fit to inputs ``X`` ``(N, D)`` and targets ``y`` ``(N,)`` (or ``(N, P)``).
 
         ``epochs=E`` takes exactly ``E * ceil(N / batch_size)`` optimiser steps.  Calling
         ``fit`` again continues from the current parameters.  The run's record is in
-        ``self.history_``.  Returns ``self``.
+        ``self.history_``.  With ``checkpoint=path`` the run writes resumable checkpoints
+        (every ``checkpoint_every`` steps / ``checkpoint_seconds`` seconds, at the end and
+        on Ctrl-C); ``resume=True`` continues from one.  Inside a ``torch.distributed``
+        process group the step is data-parallel (see :mod:`latentgp.training.distributed`).
+        Ctrl-C stops training cleanly, keeping the last completed step.  Returns ``self``.
         """
         Xt = self._check_X(X)
         yt = self._check_y(y, Xt.shape[0])
@@ -223,6 +233,10 @@ class GPModel(nn.Module):
             tol=tol,
             callbacks=callbacks,
             objective_offset=-N * self._log_scale_sum(),
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            checkpoint_seconds=checkpoint_seconds,
+            resume=resume,
         )
         self._cache = None
         self.eval()

@@ -57,6 +57,7 @@ class ExactGP(GPModel):
 
     default_optimizer = "lbfgs"
     default_lr = 1.0
+    supports_minibatch = False
 
     def __init__(
         self,

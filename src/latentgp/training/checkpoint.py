@@ -1,0 +1,71 @@
+"""Training checkpoints: everything needed to resume a run exactly, written atomically.
+
+A checkpoint holds the model's and optimiser's state, the step counter, the data cursor
+(the current epoch's permutation and position), the shuffling generator's and torch's
+random-number states and the history so far.  It is written to a temporary file in the
+same folder, flushed to disk (fsync) and renamed over the previous checkpoint, so a crash
+at any moment leaves either the old or the new checkpoint, never a partial one.  The file
+is read with ``torch.load(weights_only=True)``: loading never executes code.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import torch
+
+FORMAT = "latentgp-checkpoint"
+VERSION = 1
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+    """``torch.save`` to ``path`` through a temporary file, fsync and rename."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        try:  # make the rename itself durable
+            dfd = os.open(folder, os.O_RDONLY)
+            os.fsync(dfd)
+            os.close(dfd)
+        except OSError:
+            pass
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
+    """Write a checkpoint (see module docstring)."""
+    atomic_torch_save({"format": FORMAT, "version": VERSION, **state}, path)
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a checkpoint, with a clear ``ValueError`` for a corrupt or foreign file."""
+    path = os.fspath(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise ValueError(
+            f"checkpoint {path} is corrupt or truncated and cannot be resumed from "
+            f"({type(err).__name__}); delete it to start afresh"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a latentgp training checkpoint")
+    if state.get("version") != VERSION:
+        raise ValueError(
+            f"checkpoint {path} has format version {state.get('version')}; this latentgp "
+            f"reads version {VERSION}"
+        )
+    return state

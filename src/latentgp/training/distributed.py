@@ -1,0 +1,115 @@
+"""Data-parallel training over ``torch.distributed`` (gloo on CPU, NCCL with CUDA).
+
+Every objective in latentgp is a sum over data points plus a global term,
+``L = (N / B) sum_{n in batch} l_n - G``.  With W processes each evaluating its part
+``b_r`` of the same global batch at the weight ``N W / B``,
+
+    (1 / W) sum_r [ (N W / B) sum_{n in part r} l_n - G ] = L,
+
+so averaging the processes' objectives and gradients (one all-reduce per step) gives
+exactly the single-process step, up to round-off.  ``fit`` does this automatically when a
+process group with more than one process is initialised; this module holds the pieces.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+def world() -> tuple[int, int]:
+    """``(rank, world_size)``; ``(0, 1)`` when no process group is initialised."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def is_main() -> bool:
+    """True on rank 0 (and in a single process)."""
+    return world()[0] == 0
+
+
+def init_from_env(backend: str | None = None) -> bool:
+    """Initialise the default process group from torchrun-style environment variables
+    (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``).  Returns True if a group
+    with more than one process is (now) active."""
+    if not dist.is_available():
+        return False
+    if dist.is_initialized():
+        return dist.get_world_size() > 1
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend=backend)
+    return dist.get_world_size() > 1
+
+
+def broadcast_state(module: torch.nn.Module, src: int = 0) -> None:
+    """Make every process start from rank ``src``'s parameters and buffers."""
+    with torch.no_grad():
+        for t in list(module.parameters()) + list(module.buffers()):
+            dist.broadcast(t.data, src=src)
+
+
+def all_reduce_mean_(tensors: Sequence[torch.Tensor]) -> None:
+    """Average tensors across processes in place (flattened into one message)."""
+    tensors = [t for t in tensors if t is not None]
+    if not tensors:
+        return
+    W = dist.get_world_size()
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    dist.all_reduce(flat)
+    flat /= W
+    offset = 0
+    for t in tensors:
+        n = t.numel()
+        t.copy_(flat[offset : offset + n].view_as(t))
+        offset += n
+
+
+def local_part(idx: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """This process's part of a global batch of indices and the weight factor
+    ``W |part| / B`` that makes its objective's data term count ``N W / B`` per point."""
+    rank, W = world()
+    if W == 1:
+        return idx, 1.0
+    part = torch.tensor_split(idx, W)[rank]
+    return part, W * part.numel() / idx.numel()
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn_entry(rank: int, fn: Callable, nproc: int, port: int, args: tuple) -> None:
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(nproc),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // nproc))
+    init_from_env()
+    try:
+        fn(*args)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def spawn(fn: Callable[..., Any], nproc: int, *args: Any) -> None:
+    """Run ``fn(*args)`` in ``nproc`` processes on this machine, joined in a gloo (CPU) or
+    NCCL process group over loopback; each process gets ``cpu_count / nproc`` threads."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_spawn_entry, args=(fn, nproc, free_port(), args), nprocs=nproc, join=True)
