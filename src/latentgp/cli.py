@@ -112,6 +112,14 @@ def _build_svgp(args: argparse.Namespace, likelihood: Any) -> Any:
     return lg.SVGP(num_inducing=inducing, likelihood=likelihood, kernel=args.kernel)
 
 
+def _build_savigp(args: argparse.Namespace, likelihood: Any) -> Any:
+    import latentgp as lg
+
+    inducing = DEFAULT_INDUCING if args.inducing is None else args.inducing
+    return lg.SAVIGP(num_inducing=inducing, likelihood=likelihood, kernel=args.kernel,
+                     posterior="fg", num_samples=20)
+
+
 def _build_exact(args: argparse.Namespace, likelihood: Any) -> Any:
     import latentgp as lg
 
@@ -147,6 +155,134 @@ register_model_builder(
         minibatch=False,
         max_train=20_000,
         too_large_hint="use --model svgp, which scales to millions of points",
+    )
+)
+
+register_model_builder(
+    ModelBuilder(
+        name="savigp",
+        summary="SAVIGP: mixture-of-Gaussians posterior, black-box likelihoods (seed 000)",
+        build=_build_savigp,
+        sparse=True,
+    )
+)
+
+
+def _sparse_builder(method: str) -> Callable[[argparse.Namespace, Any], Any]:
+    def build(args: argparse.Namespace, likelihood: Any) -> Any:
+        import latentgp as lg
+
+        inducing = DEFAULT_INDUCING if args.inducing is None else args.inducing
+        return lg.SparseGP(
+            method=method, num_inducing=inducing, kernel=args.kernel, likelihood=likelihood
+        )
+
+    return build
+
+
+for _name, _summary in (
+    ("sor", "subset of regressors / DIC sparse GP (Gaussian likelihood, full batch)"),
+    ("dtc", "deterministic training conditional sparse GP (Gaussian, full batch)"),
+    ("fitc", "fully independent training conditional sparse GP (Gaussian, full batch)"),
+    ("vfe", "Titsias' collapsed variational sparse GP (Gaussian, full batch)"),
+):
+    register_model_builder(
+        ModelBuilder(
+            name=_name,
+            summary=_summary,
+            build=_sparse_builder(_name),
+            optimizer="lbfgs",
+            lr=1.0,
+            epochs=None,
+            minibatch=False,
+            sparse=True,
+        )
+    )
+
+
+def _modulated_builder(cls_name: str) -> Callable[[argparse.Namespace, Any], Any]:
+    def build(args: argparse.Namespace, likelihood: Any) -> Any:
+        import latentgp as lg
+
+        if type(likelihood).__name__ != "Gaussian":
+            raise CLIError(f"--model {cls_name.lower()} is for regression (Gaussian noise)")
+        inducing = 100 if args.inducing is None else args.inducing
+        return getattr(lg, cls_name)(num_inducing=inducing, kernel=args.kernel)
+
+    return build
+
+
+for _name, _summary in (
+    ("shgp", "heteroscedastic GP y = exp(w) f + noise, analytic ELBO (seed 003)"),
+    ("smgp", "mixture of 4 GP experts with GP gating (seed 003)"),
+    ("slgp", "latent-input GP with MLP encoders, hybrid IW bound (seed 003)"),
+    ("svhgp", "SVGP whose noise log-variance is a second GP (heteroscedastic baseline)"),
+):
+    register_model_builder(
+        ModelBuilder(
+            name=_name, summary=_summary, build=_modulated_builder(_name.upper()), lr=0.005,
+            sparse=True,
+        )
+    )
+
+
+def _ep_classifier_builder(cls_name: str) -> Callable[[argparse.Namespace, Any], Any]:
+    def build(args: argparse.Namespace, likelihood: Any) -> Any:
+        import latentgp as lg
+
+        if type(likelihood).__name__ != "Bernoulli":
+            raise CLIError(f"--model {cls_name.lower()} is a binary (probit) classifier")
+        inducing = 50 if args.inducing is None else args.inducing
+        return getattr(lg, cls_name)(num_inducing=inducing, kernel=args.kernel)
+
+    return build
+
+
+register_model_builder(
+    ModelBuilder(
+        name="sep",
+        summary="scalable EP probit classifier, batch sweeps + sign-adaptive steps (seed 002)",
+        build=_ep_classifier_builder("SEP"),
+        optimizer="sign",
+        lr=0.2,
+        epochs=None,
+        minibatch=False,
+        sparse=True,
+    )
+)
+register_model_builder(
+    ModelBuilder(
+        name="gfitc",
+        summary="generalised FITC probit classifier with EP to convergence (seed 002 baseline)",
+        build=_ep_classifier_builder("GFITC"),
+        optimizer="lbfgs",
+        lr=1.0,
+        epochs=None,
+        minibatch=False,
+        sparse=True,
+    )
+)
+
+
+def _build_qsgp(args: argparse.Namespace, likelihood: Any) -> Any:
+    import latentgp as lg
+
+    name = type(likelihood).__name__
+    if name not in ("Gaussian", "Bernoulli", "Laplace"):
+        raise CLIError("--model qsgp supports the gaussian, bernoulli and laplace likelihoods")
+    basis = 1000 if args.inducing is None else args.inducing
+    return lg.QSGP(num_basis=basis, basis="rff", kernel=args.kernel, likelihood=likelihood)
+
+
+register_model_builder(
+    ModelBuilder(
+        name="qsgp",
+        summary="quadruply stochastic GP, random Fourier features (--inducing M = number of "
+        "features, default 1000), O(1) sparse AdaGrad steps (seed 001)",
+        build=_build_qsgp,
+        optimizer="adagrad",
+        lr=0.1,
+        sparse=True,
     )
 )
 
@@ -487,7 +623,10 @@ def _metric_line(metrics: dict[str, Any]) -> str:
 
 
 def _out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    from latentgp.training.distributed import is_main
+
+    if is_main():
+        sys.stdout.write(text + "\n")
 
 
 # ================================================================================= fit
@@ -514,13 +653,51 @@ def _fit_kwargs(args: argparse.Namespace, builder: ModelBuilder, n: int) -> dict
         kw["epochs"] = epochs
     elif args.max_steps is not None:
         kw["max_steps"] = args.max_steps
+    if getattr(args, "checkpoint", None):
+        every = args.checkpoint_every or "100"
+        try:
+            if every.endswith("s"):
+                kw["checkpoint_seconds"] = _positive_float(every[:-1])
+            else:
+                kw["checkpoint_every"] = _positive_int(every)
+        except argparse.ArgumentTypeError as err:
+            raise CLIError(f"--checkpoint-every: {err}") from None
+        kw.update(checkpoint=args.checkpoint, resume=bool(args.resume))
+    elif getattr(args, "resume", False):
+        raise CLIError("--resume needs --checkpoint PATH (the checkpoint to continue from)")
     return kw
+
+
+def _fit_rank(args: argparse.Namespace) -> None:
+    """Entry point of one process of ``latentgp fit --nproc N``."""
+    args.nproc = 1
+    status = _cmd_fit(args)
+    if status:
+        raise SystemExit(status)
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     import latentgp as lg
+    from latentgp.training import distributed as dist
 
     builder = MODEL_BUILDERS[args.model]
+    nproc = getattr(args, "nproc", 1) or 1
+    if nproc > 1 and dist.world()[1] == 1:
+        if not builder.minibatch:
+            raise CLIError(f"--nproc needs a minibatch model; --model {builder.name} is not one")
+        _check_output_path(args.out, "--out")
+        _check_output_path(args.metrics, "--metrics")
+        try:
+            dist.spawn(_fit_rank, nproc, args)
+        except Exception as err:  # noqa: BLE001 - a worker's error, reported in one line
+            lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+            raise CLIError(f"a training process failed: {lines[-1] if lines else err}") from None
+        return EXIT_OK
+    dist.init_from_env()  # started by torchrun: join its process group
+    if not dist.is_main():
+        args.out = args.metrics = None
+        args.json = False
+        args.progress = False
     _check_output_path(args.out, "--out")
     _check_output_path(args.metrics, "--metrics")
     # Validate the names before reading (possibly large) data.
@@ -944,6 +1121,24 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="show a progress bar (default: only on an interactive terminal)",
+    )
+    g = p.add_argument_group("scale-out and fault tolerance")
+    g.add_argument(
+        "--nproc",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="data-parallel training in N processes on this machine (torch.distributed, "
+        "gloo on CPU); under torchrun the process group is joined automatically",
+    )
+    g.add_argument("--checkpoint", metavar="PATH", help="write resumable checkpoints here")
+    g.add_argument(
+        "--checkpoint-every",
+        metavar="K[s]",
+        help="checkpoint every K steps, or every K seconds with a trailing s (default 100)",
+    )
+    g.add_argument(
+        "--resume", action="store_true", help="continue from --checkpoint if it exists"
     )
     g = p.add_argument_group("output")
     g.add_argument("--out", metavar="MODEL_FILE", help="write the fitted model here (.pt)")

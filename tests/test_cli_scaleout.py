@@ -1,0 +1,83 @@
+"""CLI scale-out: --nproc data-parallel runs, checkpoints and --resume."""
+
+import json
+
+import numpy as np
+import torch
+
+from latentgp.cli import main
+
+
+def _csv(path, n=150, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=n)
+    rows = ["a,b,y"] + [f"{a},{b},{t}" for (a, b), t in zip(X, y, strict=True)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _fit(tmp_path, *extra):
+    data = _csv(tmp_path / "d.csv")
+    return main(
+        [
+            "fit",
+            "--data",
+            str(data),
+            "--model",
+            "svgp",
+            "--inducing",
+            "10",
+            "--batch-size",
+            "40",
+            "--max-steps",
+            "12",
+            "--lr",
+            "0.05",
+            "--seed",
+            "1",
+            *extra,
+        ]
+    )
+
+
+def test_nproc_2_matches_single_process(tmp_path, capsys):
+    assert _fit(tmp_path, "--out", str(tmp_path / "one.pt"), "--json") == 0
+    one = json.loads(capsys.readouterr().out)
+    assert (
+        _fit(
+            tmp_path,
+            "--nproc",
+            "2",
+            "--out",
+            str(tmp_path / "two.pt"),
+            "--metrics",
+            str(tmp_path / "two.json"),
+        )
+        == 0
+    )
+    two = json.loads((tmp_path / "two.json").read_text())
+    assert abs(one["rmse"] - two["rmse"]) < 1e-8
+    a = torch.load(tmp_path / "one.pt", weights_only=True)["state"]
+    b = torch.load(tmp_path / "two.pt", weights_only=True)["state"]
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-9, atol=1e-9)
+
+
+def test_checkpoint_and_resume(tmp_path, capsys):
+    ck = tmp_path / "run.ckpt"
+    assert _fit(tmp_path, "--checkpoint", str(ck), "--checkpoint-every", "5", "--json") == 0
+    first = json.loads(capsys.readouterr().out)
+    assert ck.exists()
+    # resuming a finished run takes no further steps and gives the same model
+    assert _fit(tmp_path, "--checkpoint", str(ck), "--resume", "--json") == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["steps"] == first["steps"] == 12
+    assert again["rmse"] == first["rmse"]
+
+
+def test_resume_without_checkpoint_is_usage_error(tmp_path, capsys):
+    assert _fit(tmp_path, "--resume") == 2
+    err = capsys.readouterr().err
+    assert "--resume needs --checkpoint" in err and "Traceback" not in err
+    assert _fit(tmp_path, "--checkpoint", str(tmp_path / "c"), "--checkpoint-every", "x") == 2
