@@ -81,3 +81,57 @@ def test_resume_without_checkpoint_is_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--resume needs --checkpoint" in err and "Traceback" not in err
     assert _fit(tmp_path, "--checkpoint", str(tmp_path / "c"), "--checkpoint-every", "x") == 2
+
+
+def test_fit_streams_npy_shards_and_parquet(tmp_path, capsys):
+    import latentgp as lg
+
+    lg.datasets.write_gp_draws_npy(
+        tmp_path / "shards", 3000, shard_size=1000, input_dim=2, seed=0, noise=0.01, lengthscale=1.5
+    )
+    code = main(
+        [
+            "fit",
+            "--data",
+            str(tmp_path / "shards"),
+            "--inducing",
+            "20",
+            "--batch-size",
+            "256",
+            "--epochs",
+            "3",
+            "--lr",
+            "0.05",
+            "--json",
+            "--out",
+            str(tmp_path / "m.pt"),
+        ]
+    )
+    assert code == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["n_train"] == 3000 and m["train_rmse"] < 0.5
+    pa = __import__("pytest").importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    X, y = lg.datasets.gp_draws(1000, input_dim=2, seed=1, noise=0.01, lengthscale=1.5)
+    pq.write_table(pa.table({"u": X[:, 0], "v": X[:, 1], "t": y}), tmp_path / "d.parquet")
+    assert (
+        main(
+            [
+                "fit",
+                "--data",
+                str(tmp_path / "d.parquet"),
+                "--target",
+                "t",
+                "--inducing",
+                "20",
+                "--batch-size",
+                "200",
+                "--epochs",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["n_train"] == 1000

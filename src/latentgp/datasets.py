@@ -13,3 +13,10 @@ from __future__ import annotations
 
 from latentgp.data import *  # noqa: F403
 from latentgp.data import __all__ as __all__  # noqa: PLC0414
+
+
+def __getattr__(name: str):
+    """Lazily re-export the streaming sources (they import torch)."""
+    import latentgp.data as _data
+
+    return getattr(_data, name)

@@ -70,3 +70,12 @@ __all__ = [
     "standardize",
     "write_gp_draws_npy",
 ]
+
+
+def __getattr__(name: str):
+    """Streaming sources import torch, so they load on first use only."""
+    if name in ("ShardedArrays", "LazyRows"):
+        from . import streaming
+
+        return getattr(streaming, name)
+    raise AttributeError(f"module 'latentgp.data' has no attribute {name!r}")

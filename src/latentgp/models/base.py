@@ -168,7 +168,7 @@ class GPModel(nn.Module):
     def fit(
         self,
         X: Any,
-        y: Any,
+        y: Any = None,
         *,
         batch_size: int | None = None,
         epochs: int | None = None,
@@ -184,7 +184,8 @@ class GPModel(nn.Module):
         checkpoint_seconds: float | None = None,
         resume: bool = False,
     ) -> GPModel:
-        """Fit to inputs ``X`` ``(N, D)`` and targets ``y`` ``(N,)`` (or ``(N, P)``).
+        """Fit to inputs ``X`` ``(N, D)`` and targets ``y`` ``(N,)`` (or ``(N, P)``), or to an
+        out-of-core source ``fit(lg.datasets.ShardedArrays(path), batch_size=...)``.
 
         ``epochs=E`` takes exactly ``E * ceil(N / batch_size)`` optimiser steps.  Calling
         ``fit`` again continues from the current parameters.  The run's record is in
@@ -194,9 +195,21 @@ class GPModel(nn.Module):
         process group the step is data-parallel (see :mod:`latentgp.training.distributed`).
         Ctrl-C stops training cleanly, keeping the last completed step.  Returns ``self``.
         """
-        Xt = self._check_X(X)
-        yt = self._check_y(y, Xt.shape[0])
-        N = Xt.shape[0]
+        source = None
+        if y is None and hasattr(X, "lazy_arrays"):
+            source = X  # out-of-core rows (latentgp.datasets.ShardedArrays)
+            N = int(source.num_rows)
+            if self.input_dim is not None and source.input_dim != self.input_dim:
+                raise ValueError(
+                    f"the data has {source.input_dim} columns but the model was trained with "
+                    f"{self.input_dim} input dimensions"
+                )
+        elif y is None:
+            raise ValueError("y is missing: fit(X, y), or fit(source) for out-of-core data")
+        else:
+            Xt = self._check_X(X)
+            yt = self._check_y(y, Xt.shape[0])
+            N = Xt.shape[0]
         if batch_size is not None:
             batch_size = check_positive_int(batch_size, "batch_size")
             if batch_size > N:
@@ -216,7 +229,10 @@ class GPModel(nn.Module):
             max_steps = defaults.get("max_steps", 1000)
         if tol is None:
             tol = defaults.get("tol")
-        ys = self._initialize(Xt, yt, seed)
+        if source is not None:
+            Xt, ys = self._initialize_source(source, seed, batch_size)
+        else:
+            ys = self._initialize(Xt, yt, seed)
         self.train()
         self._cache = None
         self.history_ = train(
@@ -272,6 +288,43 @@ class GPModel(nn.Module):
             self._init_from_data(Xt, ys)
             self.to(device=self.device_)
         return ys
+
+    def _initialize_source(self, source: Any, seed: int | None, batch_size: int):
+        """Build and initialise from an out-of-core source: target statistics from one
+        streaming pass, inducing inputs and lengthscales from a random subsample of at
+        most 20,000 rows.  Returns lazy ``(X, scaled y)`` views (materialised when the
+        batch is the whole data)."""
+        N = int(source.num_rows)
+        stats = source.stats()  # one pass; also rejects NaN / inf
+        rng = np.random.default_rng(0 if seed is None else seed)
+        sub = np.sort(rng.choice(N, size=min(N, 20000), replace=False))
+        Xs_np, ys_np = source.rows(sub)
+        Xs = torch.as_tensor(Xs_np, dtype=self.dtype_, device=self.device_)
+        ys = self._check_y(ys_np, len(sub))
+        first = not self.built
+        if first:
+            self._build(source.input_dim, 1)
+            if self._uses_scaling():
+                self.y_mean.fill_(float(stats["y_mean"][0]))
+                sd = float(stats["y_std"][0])
+                self.y_scale.fill_(sd if sd > 0 else 1.0)
+        self._validate_sizes(N)
+        if first:
+            if seed is not None:
+                torch.manual_seed(seed)
+            self._init_from_data(Xs, self._scale_y(ys))
+            self.to(device=self.device_)
+        Xl, yl = source.lazy_arrays(self.dtype_, self.device_)
+        check = self.likelihood.validate_targets
+
+        def prepare(t: torch.Tensor) -> torch.Tensor:
+            return self._scale_y(check(t))
+
+        yl = yl.with_transform(prepare)
+        if batch_size >= N:
+            everything = torch.arange(N)
+            return Xl[everything], yl[everything]
+        return Xl, yl
 
     def _validate_sizes(self, N: int) -> None:
         """Model-specific size checks (e.g. more inducing points than data)."""

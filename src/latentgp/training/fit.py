@@ -191,12 +191,13 @@ def fit(
     opt = _make_optimizer(optimizer, params, lr)
     history = FitHistory()
     step = 0
+    # the global batch sequence does not depend on the number of processes, so a run may
+    # resume with another world size (an elastic restart) and follow the same trajectory
     fingerprint = {
         "N": N,
         "B": B,
         "seed": seed,
         "optimizer": optimizer,
-        "world": W,
         "model": type(model).__name__,
     }
     if resume and checkpoint is not None and os.path.exists(checkpoint):
