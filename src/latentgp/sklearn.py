@@ -214,7 +214,8 @@ class GPClassifier(ClassifierMixin, _GPBase):
         C = len(self.classes_)
         if C < 2:
             raise ValueError(
-                f"GPClassifier needs samples of at least 2 classes; got only {self.classes_[0]!r}"
+                "GPClassifier needs samples of at least 2 classes; got only one class, "
+                f"{self.classes_[0]!r}"
             )
         Xs = self._standardise_fit(X)
         lik = L.Bernoulli(self.link) if C == 2 else L.Softmax(C)
@@ -250,6 +251,7 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         self,
         kernel: Any = "rbf",
         exposure: float = 1.0,
+        integer_counts: bool = True,
         num_inducing: int = 128,
         epochs: int | None = None,
         max_steps: int | None = None,
@@ -262,6 +264,7 @@ class GPCountRegressor(RegressorMixin, _GPBase):
     ) -> None:
         self.kernel = kernel
         self.exposure = exposure
+        self.integer_counts = integer_counts
         self.num_inducing = num_inducing
         self.epochs = epochs
         self.max_steps = max_steps
@@ -279,11 +282,17 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         lik = L.Poisson(
             exposure=float(self.exposure),
             offset=float(np.log(max(mean_count, 1e-3) / float(self.exposure))),
+            integer_counts=self.integer_counts,
         )
         model = self._make_svgp(lik, X.shape[0])
         self._fit_svgp(model, Xs, y)
         self.model_ = model
         return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = True
+        return tags
 
     def predict(self, X, return_std: bool = False):
         """Predictive mean count (and standard deviation with ``return_std``)."""

@@ -22,12 +22,21 @@ class Poisson(Likelihood):
     ----------
     exposure: positive constant multiplying the rate (e.g. the bin size of an LGCP).
     offset: initial log-mean offset; ``learn_offset`` makes it a parameter.
+    integer_counts: reject non-integer targets (False accepts any y >= 0, using the same
+        log-density formula as a quasi-likelihood).
     """
 
     task = "count"
 
-    def __init__(self, exposure: float = 1.0, offset: float = 0.0, learn_offset: bool = False):
+    def __init__(
+        self,
+        exposure: float = 1.0,
+        offset: float = 0.0,
+        learn_offset: bool = False,
+        integer_counts: bool = True,
+    ):
         super().__init__()
+        self.integer_counts = bool(integer_counts)
         if not (exposure > 0 and math.isfinite(exposure)):
             raise ValueError(f"Poisson exposure must be positive, got {exposure}")
         self.exposure = float(exposure)
@@ -40,7 +49,9 @@ class Poisson(Likelihood):
             self.register_buffer("offset", off)
 
     def validate_targets(self, y, name="y"):
-        bad = (y < 0) | (y != torch.round(y))
+        bad = y < 0
+        if self.integer_counts:
+            bad = bad | (y != torch.round(y))
         if bool(bad.any()):
             i = int(torch.nonzero(bad.reshape(-1))[0, 0])
             raise ValueError(
@@ -81,4 +92,5 @@ class Poisson(Likelihood):
             "exposure": self.exposure,
             "offset": self._init_offset,
             "learn_offset": self.learn_offset,
+            "integer_counts": self.integer_counts,
         }
