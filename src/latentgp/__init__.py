@@ -12,13 +12,36 @@ __version__ = "0.1.0"
 from . import kernels, likelihoods, linalg, variational  # noqa: E402
 from .config import Config, config, get_config  # noqa: E402
 from .linalg import CholeskyError, JitterWarning  # noqa: E402
-from .models import SVGP, ExactGP, GPModel, load  # noqa: E402
+from .models import (  # noqa: E402  # noqa: E402  # noqa: E402
+    GFITC,
+    QSGP,
+    SAVIGP,  # noqa: E402
+    SEP,
+    SHGP,
+    SLGP,
+    SMGP,
+    SVGP,
+    SVHGP,
+    ExactGP,
+    GPModel,
+    SparseGP,  # noqa: E402
+    load,
+)
 from .training import FitHistory, TrainingWarning  # noqa: E402
 
 __all__ = [
+    "SEP",
+    "GFITC",
     "__version__",
     "ExactGP",
     "SVGP",
+    "QSGP",
+    "SHGP",
+    "SMGP",
+    "SLGP",
+    "SVHGP",
+    "SparseGP",
+    "SAVIGP",
     "GPModel",
     "load",
     "kernels",

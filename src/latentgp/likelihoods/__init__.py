@@ -9,15 +9,20 @@ from .base import (
 )
 from .bernoulli import Bernoulli
 from .gaussian import Gaussian
+from .gprn import GPRN
+from .heteroscedastic import HeteroscedasticGaussian
 from .laplace import Laplace
+from .lgcp import LogGaussianCox
 from .poisson import Poisson
 from .softmax import Softmax
 from .student_t import StudentT
+from .warped import WarpedGaussian
 
 __all__ = [
     "Likelihood",
     "CallableLikelihood",
     "Gaussian",
+    "HeteroscedasticGaussian",
     "Bernoulli",
     "Poisson",
     "StudentT",
@@ -27,3 +32,4 @@ __all__ = [
     "likelihood_from_name",
     "likelihood_from_config",
 ]
+__all__ += ["WarpedGaussian", "LogGaussianCox", "GPRN"]

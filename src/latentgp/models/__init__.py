@@ -1,7 +1,16 @@
-"""Models: exact GP and SVGP (more families land here)."""
+"""Models: exact and sparse GPs, SVGP, SAVIGP, EP (SEP, GFITC), QSGP, modulated GPs."""
 
 from .base import MODEL_REGISTRY, GPModel, load
 from .exact import ExactGP
+from .gfitc import GFITC
+from .modulated import SHGP, SLGP, SMGP, SVHGP
+from .qsgp import QSGP
+from .savigp import SAVIGP
+from .sep import SEP
+from .sparse import SparseGP
 from .svgp import SVGP
 
-__all__ = ["GPModel", "ExactGP", "SVGP", "load", "MODEL_REGISTRY"]
+__all__ = [
+    "GPModel", "load", "MODEL_REGISTRY", "ExactGP", "SparseGP", "SVGP", "SAVIGP", "SEP",
+    "GFITC", "QSGP", "SHGP", "SMGP", "SLGP", "SVHGP",
+]

@@ -102,6 +102,8 @@ def _spawn_entry(rank: int, fn: Callable, nproc: int, port: int, args: tuple) ->
     init_from_env()
     try:
         fn(*args)
+        if dist.is_initialized():
+            dist.barrier()  # nobody tears down while another still communicates
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

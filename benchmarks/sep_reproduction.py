@@ -1,0 +1,778 @@
+"""Reproduce seed 002 (scalable EP for GP classification) with latentgp.SEP, GFITC and SVGP.
+
+    .venv/bin/python benchmarks/sep_reproduction.py [--quick] [--parts table1,banana,digits,flights]
+    .venv/bin/python benchmarks/sep_reproduction.py --report      # write docs/results/sep.md
+
+Each part writes raw results to docs/results/sep_raw/<part>.json (after every run, so a
+partial run still reports what finished); ``--report`` assembles docs/results/sep.md and
+the PNG figures next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+
+import latentgp as lg
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "docs", "results")
+RAW = os.environ.get("SEP_RAW", os.path.join(OUT, "sep_raw"))
+TABLE1_SETS = ["biopsy", "crabs", "pima", "synth", "breast_cancer"]
+FRACTIONS = [0.15, 0.25, 0.50]
+
+# seed 002, Table 1 (average test NLL; time in seconds), notes §1.8
+SEED_TABLE1 = {
+    "Breast (UCI Wisconsin)": [
+        ".10±.05",
+        ".11±.05",
+        ".10±.05",
+        ".11±.06",
+        ".11±.05",
+        ".10±.05",
+        ".11±.05",
+        ".11±.05",
+        ".10±.05",
+    ],
+    "Crabs": [
+        ".07±.07",
+        ".06±.06",
+        ".07±.06",
+        ".06±.07",
+        ".06±.06",
+        ".07±.07",
+        ".06±.07",
+        ".06±.06",
+        ".09±.06",
+    ],
+    "Pima": [
+        ".54±.08",
+        ".52±.07",
+        ".49±.05",
+        ".53±.07",
+        ".51±.06",
+        ".50±.05",
+        ".53±.07",
+        ".50±.05",
+        ".49±.05",
+    ],
+    "Avg. time (s)": ["59±4", "17±1", "40±2", "133±6", "37±2", "65±3", "494±29", "130±5", "195±10"],
+}
+
+
+IMPLEMENTATION_NOTES = [
+    "`lg.SEP` (src/latentgp/models/sep.py, closed-form EP pieces in models/ep_sites.py) "
+    "uses the corrected eqs. 20, 23 and 29 of notes §1.2-1.3.  `lg.GFITC` "
+    "(models/gfitc.py) is the GFITC-EP baseline; `lg.SVGP(likelihood='probit')` the "
+    "variational one.",
+    "SEP trains in its own loop inside `fit` (site updates need the minibatch indices, "
+    "which the shared loop does not pass); it honours epochs / max_steps / batch_size / "
+    "seed / progress / callbacks / tol and records a `FitHistory` whose `objective` is the "
+    "EP estimate log Z_q.  GFITC plugs into the shared loop: its `objective` runs EP to "
+    "convergence and returns log Z_EP with the gradient of R&W eq. 5.27.",
+    "The hyperparameter gradient is autodiff of the surrogate of notes §1.4 (q and the "
+    "cavities frozen); tests/test_sep.py checks it against finite differences of the "
+    "re-converged log Z_q (lengthscale, variance and an inducing input, rel. 1e-5).",
+    "Memory: the batch scheme stores 2N site scalars (plus O(NM) transient work per "
+    "sweep); the stochastic scheme also stores the upsilon_i each site was last updated "
+    "with, N x M numbers (the seed's O(NM) bound), so that a site can be removed exactly "
+    "from the running sums A, c.  Model files store only q (M + M^2 numbers).",
+    "Initial hyperparameters are the library's defaults for every method (ARD RBF, "
+    "lengthscales sqrt(D) x column std = sqrt(D) after standardising, variance 1); the "
+    "seed's additive latent-noise kernel term is not used.",
+    "Site updates that would give a non-positive precision (invalid cavity) are skipped "
+    "and counted in `skipped_updates_` (the Table 1 total is given above).",
+]
+
+
+def _save(part: str, obj) -> None:
+    os.makedirs(RAW, exist_ok=True)
+    tmp = os.path.join(RAW, f".{part}.json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh, indent=1)
+    os.replace(tmp, os.path.join(RAW, f"{part}.json"))
+
+
+def _load(part: str):
+    path = os.path.join(RAW, f"{part}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def _standardize(Xtr, Xte):
+    mu, sd = Xtr.mean(0), Xtr.std(0)
+    sd = np.where(sd > 0, sd, 1.0)
+    return (Xtr - mu) / sd, (Xte - mu) / sd
+
+
+def _all_data(name, **kw):
+    d = lg.datasets.load(name, **kw)
+    return np.vstack([d.X_train, d.X_test]), np.concatenate([d.y_train, d.y_test]).astype(float)
+
+
+def _nll_err(model, X, y):
+    p, _ = model.predict_y(X)
+    return float(-np.mean(model.log_predictive_density(X, y))), float(np.mean((p > 0.5) != y))
+
+
+def _builders(Z):
+    return {
+        "SEP": (lambda: lg.SEP(Z=Z), {}),
+        "GFITC": (lambda: lg.GFITC(Z=Z), {"max_steps": 250, "tol": 1e-7}),
+        "SVGP": (
+            lambda: lg.SVGP(Z=Z, likelihood="probit"),
+            {"max_steps": 250, "optimizer": "lbfgs", "lr": 1.0, "tol": 1e-7},
+        ),
+    }
+
+
+# ===================================================================== Table 1 --
+def _warm_up() -> None:
+    """Pay one-time costs (lazy imports inside torch.optim, first kernels) before timing."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 2))
+    y = (X[:, 0] > 0).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for make, kw in _builders(X[:4]).values():
+            make().fit(X, y, **{**kw, "max_steps": 2})
+
+
+def table1(splits: int, quick: bool, sets, big_fraction_sets) -> None:
+    res = _load("table1") or {"runs": []}
+    _warm_up()
+    done = {(r["data"], r["frac"], r["split"], r["method"]) for r in res["runs"]}
+    sets = sets[:2] if quick else sets
+    for split in range(splits):
+        for name in sets:
+            X, y = _all_data(name)
+            rng = np.random.default_rng(1000 + split)
+            perm = rng.permutation(len(X))
+            ntr = int(round(0.9 * len(X)))
+            tr, te = perm[:ntr], perm[ntr:]
+            Xtr, Xte = _standardize(X[tr], X[te])
+            for frac in FRACTIONS:
+                if frac == 0.5 and name not in big_fraction_sets:
+                    continue
+                M = max(2, int(round(frac * len(X))))
+                Z = Xtr[rng.choice(ntr, M, replace=False)]
+                for method, (make, kw) in _builders(Z).items():
+                    if (name, frac, split, method) in done:
+                        continue
+                    torch.manual_seed(split)
+                    model = make()
+                    kw = dict(kw)
+                    if quick:
+                        kw["max_steps"] = 20
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        t0 = time.perf_counter()
+                        model.fit(Xtr, y[tr], seed=split, **kw)
+                        secs = time.perf_counter() - t0
+                    nll, err = _nll_err(model, Xte, y[te])
+                    run = dict(
+                        data=name,
+                        frac=frac,
+                        split=split,
+                        method=method,
+                        M=M,
+                        N=int(ntr),
+                        nll=nll,
+                        err=err,
+                        seconds=secs,
+                        steps=model.history_.steps,
+                    )
+                    if method == "SEP":
+                        run["skipped"] = model.skipped_updates_
+                    print(json.dumps(run), flush=True)
+                    res["runs"].append(run)
+                    _save("table1", res)
+
+
+# ====================================================================== banana --
+def banana(quick: bool) -> None:
+    d = lg.datasets.load("synth")
+    Xtr, Xte = _standardize(d.X_train, d.X_test)
+    out = {"M": [], "runs": []}
+    grid = np.stack(np.meshgrid(np.linspace(-2.8, 2.8, 120), np.linspace(-2.8, 2.8, 120)), -1)
+    flat = grid.reshape(-1, 2)
+    for M in [4, 8, 16, 32, 64] if not quick else [4, 8]:
+        rng = np.random.default_rng(M)
+        Z = Xtr[rng.choice(len(Xtr), M, replace=False)]
+        for method, (make, kw) in _builders(Z).items():
+            model = make()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(Xtr, d.y_train, seed=0, **({"max_steps": 20} if quick else kw))
+            p, _ = model.predict_y(flat)
+            nll, err = _nll_err(model, Xte, d.y_test)
+            out["runs"].append(
+                dict(
+                    M=M,
+                    method=method,
+                    nll=nll,
+                    err=err,
+                    Z=model.Z.detach().numpy().tolist(),
+                    p=p.reshape(grid.shape[:2]).tolist(),
+                )
+            )
+            print(M, method, nll, err, flush=True)
+    out["X"], out["y"] = Xtr.tolist(), d.y_train.tolist()
+    out["grid"] = [float(grid[0, 0, 0]), float(grid[0, -1, 0]), grid.shape[0]]
+    _save("banana", out)
+
+
+# ============================================================= curves vs time --
+class Recorder:
+    """Callback: evaluate test error / NLL every ``every`` steps; training time excludes it."""
+
+    def __init__(self, Xte, yte, every: int) -> None:
+        self.Xte, self.yte, self.every = Xte, yte, every
+        self.eval_time = 0.0
+        self.rows: list[dict] = []
+
+    def __call__(self, info) -> bool:
+        if info["step"] % self.every:
+            return False
+        t0 = time.perf_counter()
+        model = info["model"]
+        was = model.training
+        model.eval()
+        nll, err = _nll_err(model, self.Xte, self.yte)
+        model.train(was)
+        self.rows.append(
+            dict(step=info["step"], seconds=info["seconds"] - self.eval_time, nll=nll, err=err)
+        )
+        self.eval_time += time.perf_counter() - t0
+        return False
+
+
+def _curve(make, fit_kw, Xtr, ytr, Xte, yte, every):
+    rec = Recorder(Xte, yte, every)
+    model = make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(Xtr, ytr, callbacks=[rec], seed=0, **fit_kw)
+    nll, err = _nll_err(model, Xte, yte)
+    total = model.history_.seconds - rec.eval_time
+    rec.rows.append(dict(step=model.history_.steps, seconds=total, nll=nll, err=err))
+    return rec.rows
+
+
+def _dist_worker(rank, world, port, X, y, Z, steps, out):
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        shard = slice(rank * len(X) // world, (rank + 1) * len(X) // world)
+        model = lg.SEP(Z=Z, kernel=lg.kernels.RBF(lengthscale=float(np.sqrt(X.shape[1]))))
+        dist.barrier()
+        t0 = time.perf_counter()
+        model.fit(X[shard], y[shard], max_steps=steps, process_group=dist.group.WORLD)
+        dist.barrier()
+        secs = time.perf_counter() - t0
+        if rank == 0:
+            np.save(out, np.array([secs, model.history_.objective[-1]]))
+    finally:
+        dist.destroy_process_group()
+
+
+def _distributed_time(X, y, Z, steps, world):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = os.path.join(RAW, f".dist{world}.npy")
+    mp.spawn(_dist_worker, args=(world, port, X, y, Z, steps, out), nprocs=world, join=True)
+    secs, obj = np.load(out)
+    os.unlink(out)
+    return float(secs), float(obj)
+
+
+def digits(quick: bool, epochs: int, sweeps: int) -> None:
+    d = lg.datasets.load("digits", odd_even=True)
+    Xtr, Xte = _standardize(d.X_train, d.X_test)
+    ytr, yte = d.y_train.astype(float), d.y_test.astype(float)
+    M = 50 if quick else 200
+    Z = Xtr[np.random.default_rng(0).choice(len(Xtr), M, replace=False)]
+    ep = 2 if quick else epochs
+    res = {"N": len(Xtr), "N_test": len(Xte), "M": M, "epochs": ep, "sweeps": sweeps, "curves": {}}
+    runs = {
+        "SEP batch (sign rule)": (lambda: lg.SEP(Z=Z), {"max_steps": 10 if quick else sweeps}, 5),
+        "SEP stochastic (ADADELTA, B=200)": (
+            lambda: lg.SEP(Z=Z, scheme="stochastic"),
+            {"batch_size": 200, "epochs": ep},
+            9,
+        ),
+        "SEP stochastic (Adam, B=200)": (
+            lambda: lg.SEP(Z=Z, scheme="stochastic"),
+            {"batch_size": 200, "epochs": ep, "optimizer": "adam", "lr": 0.01},
+            9,
+        ),
+        "SVGP (ADADELTA, B=200)": (
+            lambda: lg.SVGP(Z=Z, likelihood="probit"),
+            {"batch_size": 200, "epochs": ep, "optimizer": "adadelta", "lr": 1.0},
+            9,
+        ),
+        "SVGP (Adam, B=200)": (
+            lambda: lg.SVGP(Z=Z, likelihood="probit"),
+            {"batch_size": 200, "epochs": ep, "optimizer": "adam", "lr": 0.01},
+            9,
+        ),
+    }
+    for name, (make, kw, every) in runs.items():
+        res["curves"][name] = _curve(make, kw, Xtr, ytr, Xte, yte, every)
+        print(name, res["curves"][name][-1], flush=True)
+        _save("digits", res)
+    steps = 5 if quick else 10
+    res["distributed"] = {"steps": steps}
+    for world in (1, 2):
+        secs, obj = _distributed_time(Xtr, ytr, Z, steps, world)
+        res["distributed"][str(world)] = {"seconds": secs, "log_Z": obj}
+        print("processes", world, secs, obj, flush=True)
+        _save("digits", res)
+
+
+def flights(quick: bool, n_train: int, epochs: int) -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    d = lg.datasets.load("flights", task="binary")
+    rng = np.random.default_rng(0)
+    Xall, yall = d.X_train, d.y_train.astype(float)
+    tr = rng.choice(len(Xall), min(n_train, len(Xall)), replace=False)
+    te_all = np.concatenate([d.X_test]), d.y_test.astype(float)
+    te = rng.choice(len(te_all[0]), min(10_000, len(te_all[0])), replace=False)
+    Xtr, Xte = _standardize(Xall[tr], te_all[0][te])
+    ytr, yte = yall[tr], te_all[1][te]
+    M = 50 if quick else 200
+    Z = Xtr[rng.choice(len(Xtr), M, replace=False)]
+    ep = 1 if quick else epochs
+    every = 25
+    res = {
+        "N": len(Xtr),
+        "N_test": len(Xte),
+        "M": M,
+        "epochs": ep,
+        "curves": {},
+        "positive_rate_test": float(yte.mean()),
+    }
+    t0 = time.perf_counter()
+    lr = LogisticRegression(max_iter=1000).fit(Xtr, ytr)
+    p = np.clip(lr.predict_proba(Xte)[:, 1], 1e-12, 1 - 1e-12)
+    res["logistic"] = dict(
+        seconds=time.perf_counter() - t0,
+        nll=float(-np.mean(yte * np.log(p) + (1 - yte) * np.log(1 - p))),
+        err=float(np.mean((p > 0.5) != yte)),
+    )
+    print("logistic", res["logistic"], flush=True)
+    runs = {
+        "SEP stochastic (ADADELTA)": (
+            lambda: lg.SEP(Z=Z, scheme="stochastic"),
+            {"batch_size": 200, "epochs": ep},
+        ),
+        "SEP stochastic (Adam)": (
+            lambda: lg.SEP(Z=Z, scheme="stochastic"),
+            {"batch_size": 200, "epochs": ep, "optimizer": "adam", "lr": 0.01},
+        ),
+        "SVGP (ADADELTA)": (
+            lambda: lg.SVGP(Z=Z, likelihood="probit"),
+            {"batch_size": 200, "epochs": ep, "optimizer": "adadelta", "lr": 1.0},
+        ),
+        "SVGP (Adam)": (
+            lambda: lg.SVGP(Z=Z, likelihood="probit"),
+            {"batch_size": 200, "epochs": ep, "optimizer": "adam", "lr": 0.01},
+        ),
+    }
+    for name, (make, kw) in runs.items():
+        res["curves"][name] = _curve(make, kw, Xtr, ytr, Xte, yte, every)
+        print(name, res["curves"][name][-1], flush=True)
+        _save("flights", res)
+
+
+def diagnostic() -> None:
+    """Is SEP's NLL gap an approximation or an optimisation effect?  Pima (default split)."""
+    d = lg.datasets.load("pima")
+    Xtr, Xte = _standardize(d.X_train, d.X_test)
+    ytr, yte = d.y_train.astype(float), d.y_test.astype(float)
+    Z = Xtr[np.random.default_rng(0).choice(len(Xtr), 40, replace=False)]
+    out = {"N": len(Xtr), "M": 40}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = lg.GFITC(Z=Z).fit(Xtr, ytr, max_steps=250, tol=1e-7)
+        out["GFITC"] = dict(nll=_nll_err(g, Xte, yte)[0], log_Z=g.converge(Xtr, ytr))
+        for steps in (250, 1000):
+            s = lg.SEP(Z=Z).fit(Xtr, ytr, max_steps=steps)
+            out[f"SEP {steps}"] = dict(nll=_nll_err(s, Xte, yte)[0], log_Z=s.log_evidence(Xtr, ytr))
+        s2 = lg.SEP(Z=g.Z.detach().numpy(), learn_inducing=False)
+        s2.initialize(Xtr, ytr)
+        s2.kernel.load_state_dict(g.kernel.state_dict())
+        s2.converge_sites(Xtr, ytr, max_sweeps=500, tol=1e-9)
+        out["SEP at GFITC's hyperparameters"] = dict(
+            nll=_nll_err(s2, Xte, yte)[0], log_Z=s2.log_evidence(Xtr, ytr)
+        )
+    print(out, flush=True)
+    _save("diagnostic", out)
+
+
+# ====================================================================== report --
+def _machine() -> str:
+    return (
+        f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()}, torch {torch.__version__}, "
+        f"threads {torch.get_num_threads()}, float64"
+    )
+
+
+def _fmt(vals, prec=3):
+    a = np.asarray(vals, dtype=float)
+    return f"{a.mean():.{prec}f} ± {a.std():.{prec}f}" if len(a) else "–"
+
+
+def report() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    meta = _load("meta") or {}
+    lines = ["# Seed 002 — scalable EP for GP classification (SEP): reproduction", ""]
+    lines += [
+        "Commands (each part writes docs/results/sep_raw/<part>.json; table1 runs add "
+        "the splits not yet done, the other parts report their last run):",
+        "",
+        *[f"    {c}" for c in meta.get("commands", [])],
+        "    .venv/bin/python benchmarks/sep_reproduction.py --report",
+        "",
+        f"Machine: {meta.get('machine', _machine())}.  The machine is shared: other jobs ran "
+        "at the same time (load average 6-25 on 2 cores during these runs), so absolute "
+        "times are noisy; methods were interleaved on each split so ratios are the fairer "
+        "comparison.",
+        "",
+    ]
+    t1 = _load("table1")
+    if t1:
+        runs = t1["runs"]
+        splits = sorted({r["split"] for r in runs})
+        lines += [
+            "## Table 1 protocol (batch training)",
+            "",
+            f"Random 90/10 splits: **up to {len(splits)}** per setting (column 'splits'; the "
+            "seed used 20; far fewer here to fit the time budget of a shared 2-core machine; "
+            "M = 50% only for crabs and pima, and the seed's datasets Australian, Heart, "
+            "Ionosphere and Sonar are not available offline), M = 15/25/50% of all "
+            "instances, inducing inputs a random subset of the training inputs shared by "
+            "the three methods, inputs standardised "
+            "with training statistics, ARD RBF kernel with the library's default initial "
+            "hyperparameters for every method.  SEP: 250 iterations = 250 parallel damped "
+            "sweeps (rho 0.5) each followed by one step of the seed's sign-adaptive rule "
+            "(initial rate 0.2 on the per-point evidence). GFITC and SVGP: L-BFGS (as the "
+            "seed's L-BFGS-B) for at most 250 iterations, stopped earlier when the relative "
+            "change of the objective stays below 1e-7; GFITC runs EP to convergence "
+            "(warm-started, tolerance 1e-6) before every evaluation.  Test NLL = average "
+            "negative log predictive density (nats), mean ± std over splits; time = "
+            "training seconds.",
+            "",
+            "| data (N train) | M | splits | SEP NLL | GFITC NLL | SVGP NLL | SEP s | GFITC s | "
+            "SVGP s | SEP err | GFITC err | SVGP err |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for name in TABLE1_SETS:
+            for frac in FRACTIONS:
+                sel = {
+                    m: [
+                        r
+                        for r in runs
+                        if r["data"] == name and r["frac"] == frac and r["method"] == m
+                    ]
+                    for m in ("SEP", "GFITC", "SVGP")
+                }
+                if not sel["SEP"]:
+                    continue
+                M = sel["SEP"][0]["M"]
+                n_done = min(len(v) for v in sel.values())
+                sel = {m: v[:n_done] for m, v in sel.items()}
+                if not n_done:
+                    continue
+                row = [f"{name} ({sel['SEP'][0]['N']})", f"{M} ({int(frac * 100)}%)", str(n_done)]
+                row += [_fmt([r["nll"] for r in sel[m]]) for m in sel]
+                row += [_fmt([r["seconds"] for r in sel[m]], 1) for m in sel]
+                row += [_fmt([r["err"] for r in sel[m]], 3) for m in sel]
+                lines.append("| " + " | ".join(row) + " |")
+        lines += [
+            "",
+            "Mean training time (s) over the runs at each M (all datasets run at that M) "
+            "and time ratios:",
+            "",
+            "| M | SEP | GFITC | SVGP | GFITC/SEP | SVGP/SEP | seed GFITC/SEP | seed SVI/SEP |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        seed_ratio = {0.15: ("3.5", "2.4"), 0.25: ("3.6", "1.8"), 0.50: ("3.8", "1.5")}
+        for frac in FRACTIONS:
+            t = {
+                m: [r["seconds"] for r in runs if r["frac"] == frac and r["method"] == m]
+                for m in ("SEP", "GFITC", "SVGP")
+            }
+            if not t["SEP"] or not t["GFITC"] or not t["SVGP"]:
+                continue
+            ms = {m: float(np.mean(v)) for m, v in t.items()}
+            lines.append(
+                f"| {int(frac * 100)}% | {ms['SEP']:.1f} | {ms['GFITC']:.1f} | "
+                f"{ms['SVGP']:.1f} | {ms['GFITC'] / ms['SEP']:.2f} | "
+                f"{ms['SVGP'] / ms['SEP']:.2f} | {seed_ratio[frac][0]} | {seed_ratio[frac][1]} |"
+            )
+        fastest = close = best = total = 0
+        for name in TABLE1_SETS:
+            for frac in FRACTIONS:
+                sel = {
+                    m: [
+                        r
+                        for r in runs
+                        if r["data"] == name and r["frac"] == frac and r["method"] == m
+                    ]
+                    for m in ("SEP", "GFITC", "SVGP")
+                }
+                n_done = min(len(v) for v in sel.values())
+                if not n_done:
+                    continue
+                total += 1
+                nll = {m: np.mean([r["nll"] for r in v[:n_done]]) for m, v in sel.items()}
+                sec = {m: np.mean([r["seconds"] for r in v[:n_done]]) for m, v in sel.items()}
+                fastest += min(sec, key=sec.get) == "SEP"
+                best += min(nll, key=nll.get) == "SEP"
+                close += nll["SEP"] <= min(nll.values()) + 0.02
+        lines += [
+            "",
+            f"Claim check (seed: SEP fastest at similar NLL): SEP had the shortest mean "
+            f"training time in {fastest} of {total} settings, the lowest mean test NLL in "
+            f"{best} of {total}, and a mean NLL within 0.02 nats of the best in {close} of "
+            f"{total}.",
+        ]
+        sk = sum(r.get("skipped", 0) for r in runs)
+        lines += [
+            "",
+            f"SEP skipped site updates (non-positive precision) over all runs: {sk}.",
+            "",
+            "Seed 002's Table 1 for the datasets we share (order: GFITC, SEP, SVI at "
+            "m = 15%, then 25%, then 50%; their data sets are the UCI originals — our "
+            "`biopsy` and `breast_cancer` are the two Wisconsin breast-cancer sets, and "
+            "`synth` (Ripley) has no seed counterpart):",
+            "",
+            "| seed problem | "
+            + " | ".join(f"{m} {f}" for f in ("15%", "25%", "50%") for m in ("GFITC", "SEP", "SVI"))
+            + " |",
+            "| --- " * 10 + "|",
+        ]
+        for k, v in SEED_TABLE1.items():
+            lines.append(f"| {k} | " + " | ".join(v) + " |")
+        lines.append("")
+    b = _load("banana")
+    if b:
+        Ms = sorted({r["M"] for r in b["runs"]})
+        methods = ["SEP", "GFITC", "SVGP"]
+        fig, axes = plt.subplots(3, len(Ms), figsize=(3 * len(Ms), 9), squeeze=False)
+        X, y = np.array(b["X"]), np.array(b["y"])
+        lo, hi, n = b["grid"]
+        g = np.linspace(lo, hi, int(n))
+        for j, M in enumerate(Ms):
+            for i, m in enumerate(methods):
+                ax = axes[i, j]
+                r = next(r for r in b["runs"] if r["M"] == M and r["method"] == m)
+                ax.scatter(X[:, 0], X[:, 1], c=y, s=6, cmap="coolwarm", alpha=0.5)
+                ax.contour(g, g, np.array(r["p"]), levels=[0.5], colors="k")
+                Z = np.array(r["Z"])
+                ax.scatter(Z[:, 0], Z[:, 1], marker="x", c="k", s=30)
+                ax.set_xlim(lo, hi)
+                ax.set_ylim(lo, hi)
+                ax.set_title(f"{m}, M={M}", fontsize=9)
+                ax.set_xticks([])
+                ax.set_yticks([])
+        fig.tight_layout()
+        fig.savefig(os.path.join(OUT, "sep_banana.png"), dpi=80)
+        plt.close(fig)
+        lines += [
+            "## Decision boundaries and inducing inputs (seed Fig. 2)",
+            "",
+            "Stand-in data: Ripley's `synth` (2-D, 250 training points; the seed used "
+            "the IDA Banana set, which is not available offline). Same protocol as "
+            "Table 1 (one fit per M, shared random initial inducing inputs). Black "
+            "line: P(y=1) = 0.5; crosses: learned inducing inputs.",
+            "",
+            "![banana](sep_banana.png)",
+            "",
+            "| M | " + " | ".join(f"{m} NLL / err" for m in methods) + " |",
+            "| --- | --- | --- | --- |",
+        ]
+        for M in Ms:
+            row = []
+            for m in methods:
+                r = next(r for r in b["runs"] if r["M"] == M and r["method"] == m)
+                row.append(f"{r['nll']:.3f} / {r['err']:.3f}")
+            lines.append(f"| {M} | " + " | ".join(row) + " |")
+        lines.append("")
+    for part, title in (
+        ("digits", "Digits odd vs even (MNIST stand-in)"),
+        ("flights", "Airline delays stand-in (flights, delayed = arr_delay > 0)"),
+    ):
+        r = _load(part)
+        if not r:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        for name, rows in r["curves"].items():
+            t = [max(x["seconds"], 1e-2) for x in rows]
+            axes[0].plot(t, [x["err"] for x in rows], label=name)
+            axes[1].plot(t, [x["nll"] for x in rows], label=name)
+        if "logistic" in r:
+            for ax, k in zip(axes, ("err", "nll"), strict=True):
+                ax.axhline(r["logistic"][k], color="gray", ls="--", label="logistic regression")
+        for ax, k in zip(axes, ("test error", "test NLL"), strict=True):
+            ax.set_xscale("log")
+            ax.set_xlabel("training time (s)")
+            ax.set_ylabel(k)
+        axes[1].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(OUT, f"sep_{part}.png"), dpi=80)
+        plt.close(fig)
+        lines += [
+            f"## {title}",
+            "",
+            f"N = {r['N']} training, {r['N_test']} test points, M = {r['M']}.",
+            "",
+        ]
+        if part == "digits":
+            lines += [
+                "Stand-in for MNIST: scikit-learn's 8x8 digits (`lg.datasets.load("
+                "'digits', odd_even=True)`, 64 inputs), far smaller than MNIST's 60,000. "
+                f"Batch SEP: {r.get('sweeps')} sweeps (full-data site updates + one "
+                "sign-rule step each); stochastic SEP: minibatch 200, damping 0.99, "
+                f"{r.get('epochs')} epochs; SVGP: minibatch 200, {r.get('epochs')} epochs "
+                "(a small budget forced by the shared machine).  Seed (MNIST, 200 "
+                "inducing points): SEP 2.7% error / 0.0694 NLL, SVI 2.2% / 0.0655.",
+                "",
+            ]
+        else:
+            lines += [
+                f"A random subset of {r['N']} of the 263,853 training flights (the seed "
+                "used 2.1 M flights of Jan-Apr 2008); the stored upsilon_i of the "
+                "stochastic scheme take N x M x 8 bytes. 10,000 test points, minibatch "
+                f"200, {r['epochs']} epochs (a modest budget). Test delay rate "
+                f"{r['positive_rate_test']:.3f}.",
+                "",
+            ]
+        lines += [
+            f"![{part}](sep_{part}.png)",
+            "",
+            "| run | final test error | final test NLL | training s |",
+            "| --- | --- | --- | --- |",
+        ]
+        for name, rows in r["curves"].items():
+            x = rows[-1]
+            lines.append(f"| {name} | {x['err']:.4f} | {x['nll']:.4f} | {x['seconds']:.1f} |")
+        if "logistic" in r:
+            x = r["logistic"]
+            lines.append(
+                f"| logistic regression (sklearn) | {x['err']:.4f} | {x['nll']:.4f} | "
+                f"{x['seconds']:.1f} |"
+            )
+        if "distributed" in r and "2" in r["distributed"]:
+            dd = r["distributed"]
+            lines += [
+                "",
+                f"Distributed batch SEP ({dd['steps']} sweeps, gloo on loopback, "
+                "1 thread per process): 1 process "
+                f"{dd['1']['seconds']:.1f} s, 2 processes {dd['2']['seconds']:.1f} s "
+                f"(speed-up {dd['1']['seconds'] / dd['2']['seconds']:.2f}); final log Z_q "
+                f"{dd['1']['log_Z']:.6f} vs {dd['2']['log_Z']:.6f}.  The seed found "
+                "speed-ups up to 6 nodes on a 12-CPU machine; this machine has 2 cores "
+                "shared with other jobs.",
+            ]
+        lines.append("")
+    dg = _load("diagnostic")
+    if dg:
+        lines += [
+            "## Diagnostic: approximation or optimisation?",
+            "",
+            f"Pima default split (N = {dg['N']}), M = {dg['M']}; log Z = EP evidence on the "
+            "training data after training, NLL on the test split.",
+            "",
+            "| run | log Z (EP) | test NLL |",
+            "| --- | --- | --- |",
+        ]
+        for k, v in dg.items():
+            if isinstance(v, dict):
+                lines.append(f"| {k} | {v['log_Z']:.4f} | {v['nll']:.4f} |")
+        lines += [
+            "",
+            "Run to convergence at GFITC's learned hyperparameters, SEP reproduces GFITC's "
+            "EP evidence and predictions (also a unit test): the two share fixed points, so "
+            "NLL differences in Table 1 come from where the hyperparameter optimisation "
+            "stops (250 sign-rule steps vs. L-BFGS), not from the approximation.",
+            "",
+        ]
+    lines += ["## Implementation notes", ""] + [f"- {n}" for n in IMPLEMENTATION_NOTES] + [""]
+    with open(os.path.join(OUT, "sep.md"), "w") as fh:
+        fh.write("\n".join(lines))
+    print("wrote", os.path.join(OUT, "sep.md"))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--parts", default="table1,banana,digits,flights")
+    ap.add_argument("--splits", type=int, default=5)
+    ap.add_argument("--flights-train", type=int, default=10_000)
+    ap.add_argument("--flights-epochs", type=int, default=2)
+    ap.add_argument("--digits-epochs", type=int, default=3)
+    ap.add_argument("--digits-sweeps", type=int, default=20)
+    ap.add_argument("--sets", default="crabs,pima,biopsy,breast_cancer")
+    ap.add_argument("--big-fraction-sets", default="crabs,pima")
+    ap.add_argument("--report", action="store_true")
+    args = ap.parse_args(argv)
+    if args.report:
+        report()
+        return
+    torch.set_num_threads(1)
+    meta = _load("meta") or {}
+    cmd = "nice -n 10 .venv/bin/python benchmarks/sep_reproduction.py " + " ".join(sys.argv[1:])
+    meta["machine"] = _machine()
+    meta.setdefault("commands", [])
+    if cmd not in meta["commands"]:
+        meta["commands"].append(cmd)
+    _save("meta", meta)
+    for part in args.parts.split(","):
+        if part == "table1":
+            table1(
+                2 if args.quick else args.splits,
+                args.quick,
+                args.sets.split(","),
+                args.big_fraction_sets.split(","),
+            )
+        elif part == "banana":
+            banana(args.quick)
+        elif part == "digits":
+            digits(args.quick, args.digits_epochs, args.digits_sweeps)
+        elif part == "diagnostic":
+            diagnostic()
+        elif part == "flights":
+            flights(args.quick, args.flights_train, args.flights_epochs)
+        else:
+            raise SystemExit(f"unknown part {part!r}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,744 @@
+"""Reproduction of seed 004 ("Scaling Gaussian Processes"): SoR/DIC, DTC, FITC, VFE.
+
+Part 1, the blog's 1-D toy (2,000 noisy observations, x ~ N(0, 1), lg.datasets.make_snelson):
+a figure per method (mean, 2-sigma band, learned inducing inputs) for M = 5..50, and a
+results figure of the Nyström error and each method's test RMSE/NLPD against M.
+
+Part 2, UCI regression with the fixed splits of lg.datasets.load("uci/<name>", split=k):
+RMSE and NLPD (original units) of exact GP (N <= 5000), SoR, DTC, FITC, VFE, SVGP and GPflow
+SGPR / GPRFITC (subprocess in .venv-gpflow) with the same inputs, initial inducing inputs
+and initial hyperparameters.  Results are cached in docs/results/sparse_uci.jsonl, so an
+interrupted run resumes; the page docs/results/sparse.md is rewritten from the cache.
+
+    nice -n 10 .venv/bin/python benchmarks/sparse_reproduction.py [--quick]
+        [--part all|toy|toyrandom|uci|bign|page] [--datasets housing,energy]
+        [--splits 0,1,2] [--inducing 256] [--no-gpflow]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import latentgp as lg
+from latentgp.inducing import kmeans_pp
+from latentgp.kernels.nystrom import nystrom_error
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "results"
+CACHE = OUT / "sparse_uci.jsonl"
+TOY_JSON = OUT / "sparse_toy.json"
+GPFLOW_PY = ROOT / ".venv-gpflow" / "bin" / "python"
+RUNNER = ROOT / "benchmarks" / "gpflow_sparse_runner.py"
+METHODS = ["sor", "dtc", "fitc", "vfe"]
+LABEL = {"sor": "SoR (DIC)", "dtc": "DTC", "fitc": "FITC", "vfe": "VFE"}
+UCI_ALL = ["kin40k", "protein", "elevators", "pol", "bike", "energy", "concrete", "wine", "housing"]
+
+# budgets (documented on the page)
+LBFGS_STEPS = 100  # collapsed methods, exact GP and GPflow (scipy maxiter)
+SVGP_STEPS = 300  # Adam steps, batch min(N, 1024), lr 0.02
+SVGP_LR = 0.02
+EXACT_MAX_N = 5000
+EXACT_TOY_STEPS = 40  # L-BFGS steps of the exact GP reference on the 2,000-point toy
+
+if "LATENTGP_DATA" not in os.environ and (ROOT.parent / "shared" / "data").exists():
+    os.environ["LATENTGP_DATA"] = str(ROOT.parent / "shared" / "data")
+
+
+# ======================================================================= shared bits
+def _set_hypers(model, lengthscale, variance, noise):
+    inv = lg.parameters.inv_softplus
+    with torch.no_grad():
+        k = model.kernel
+        k.raw_lengthscale.copy_(inv(torch.as_tensor(lengthscale)).expand_as(k.raw_lengthscale))
+        k.raw_variance.copy_(inv(torch.as_tensor(variance)).expand_as(k.raw_variance))
+        lik = model.likelihood
+        lik.raw_variance.copy_(inv(torch.as_tensor(noise - lik.min_variance)))
+
+
+def _metrics(model, X, y, y_scale=1.0):
+    """RMSE and NLPD in original units from standardised predictions."""
+    mean, _ = model.predict_y(X)
+    lpd = model.log_predictive_density(X, y)
+    rmse = float(np.sqrt(np.mean((mean - y) ** 2))) * y_scale
+    return rmse, float(-np.mean(lpd)) + math.log(y_scale)
+
+
+def machine_facts() -> dict:
+    return {
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "dtype": "float64",
+        "load_average": os.getloadavg(),
+    }
+
+
+# ========================================================================= part 1: toy
+def run_toy(quick: bool) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    X, y = lg.datasets.make_snelson(2000, seed=0)
+    Xte, yte = lg.datasets.make_snelson(1000, seed=1)
+    grid = np.linspace(-3.5, 3.5, 400)[:, None]
+    steps = 10 if quick else 200
+    panel_M = [5, 10, 20, 30, 50]
+    curve_M = [5, 10, 20, 30, 50] if quick else [5, 10, 15, 20, 30, 40, 50]
+    t0 = time.perf_counter()
+    exact = lg.ExactGP().fit(X, y, max_steps=min(steps, EXACT_TOY_STEPS))
+    ex_rmse, ex_nlpd = _metrics(exact, Xte, yte)
+    res = {
+        "exact": {
+            "rmse": ex_rmse,
+            "nlpd": ex_nlpd,
+            "lml": exact.log_marginal_likelihood(),
+            "seconds": time.perf_counter() - t0,
+        },
+        "methods": {},
+        "nystrom": {},
+        "steps": steps,
+    }
+    em, ev = exact.predict_y(grid)
+    # Nystrom error at the exact GP's hyperparameters, Z = k-means++ or linspace
+    Xs = X[:1000]
+    for M in curve_M:
+        Zk = kmeans_pp(torch.as_tensor(Xs), M, seed=0).numpy()
+        Zl = np.linspace(X.min(), X.max(), M)[:, None]
+        res["nystrom"][M] = {
+            "kmeans": nystrom_error(exact.kernel, Xs, Zk),
+            "linspace": nystrom_error(exact.kernel, Xs, Zl),
+        }
+    fits = {}
+    for method in METHODS:
+        res["methods"][method] = {}
+        for M in sorted(set(panel_M) | set(curve_M)):
+            Z0 = np.linspace(X.min(), X.max(), M)[:, None]  # the blog's linspaced Z
+            t0 = time.perf_counter()
+            m = lg.SparseGP(method=method, Z=Z0).fit(X, y, max_steps=steps)
+            sec = time.perf_counter() - t0
+            rmse, nlpd = _metrics(m, Xte, yte)
+            res["methods"][method][M] = {
+                "rmse": rmse,
+                "nlpd": nlpd,
+                "objective": m.log_marginal_likelihood(),
+                "seconds": sec,
+                "steps": m.history_.steps,
+                "noise": float(m.likelihood.variance.detach()) * float(m.y_scale[0]) ** 2,
+            }
+            if M in panel_M:
+                fits[(method, M)] = (m.predict_y(grid), m.Z.detach().numpy()[:, 0])
+            print(f"toy {method} M={M}: rmse {rmse:.4f} nlpd {nlpd:.4f} ({sec:.1f}s)", flush=True)
+
+    order = np.argsort(X[:, 0])
+    for method in METHODS:
+        fig, axes = plt.subplots(1, len(panel_M), figsize=(4 * len(panel_M), 3.4), sharey=True)
+        for ax, M in zip(axes, panel_M, strict=True):
+            (mu, var), Z = fits[(method, M)]
+            ax.plot(X[order, 0], y[order], ".", ms=1.5, color="0.7", label="data")
+            ax.plot(grid[:, 0], em, "k--", lw=0.8, label="exact GP mean")
+            ax.plot(grid[:, 0], mu, color="C0", label=f"{LABEL[method]} mean")
+            sd = np.sqrt(var)
+            ax.fill_between(
+                grid[:, 0], mu - 2 * sd, mu + 2 * sd, color="C0", alpha=0.25, label="±2σ (y)"
+            )
+            ax.plot(Z, np.full_like(Z, -2.4), "|", color="k", ms=10, label="inducing inputs")
+            ax.set_title(f"{LABEL[method]}, M = {M}")
+            ax.set_ylim(-2.6, 2.6)
+            ax.set_xlim(-3.5, 3.5)
+        axes[0].legend(loc="upper left", fontsize=7)
+        fig.tight_layout()
+        fig.savefig(OUT / f"sparse_toy_{method}.png", dpi=90)
+        plt.close(fig)
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    Ms = curve_M
+    ax = axes[0]
+    for init, style in (("kmeans", "-o"), ("linspace", "-s")):
+        ax.semilogy(
+            Ms,
+            [res["nystrom"][M][init]["relative_frobenius"] for M in Ms],
+            style,
+            label=f"Nyström, Z {init} (Frobenius)",
+        )
+        ax.semilogy(
+            Ms,
+            [res["nystrom"][M][init]["relative_trace"] for M in Ms],
+            style,
+            alpha=0.5,
+            label=f"Nyström, Z {init} (trace)",
+        )
+    ax.semilogy(
+        Ms,
+        [
+            res["nystrom"][M]["kmeans"]["best_frobenius"]
+            / res["nystrom"][M]["kmeans"]["frobenius"]
+            * res["nystrom"][M]["kmeans"]["relative_frobenius"]
+            for M in Ms
+        ],
+        "k--",
+        label="best rank-M (Frobenius)",
+    )
+    ax.set_xlabel("M")
+    ax.set_ylabel("relative error of Kxx")
+    ax.set_title("Nyström error (1,000 toy inputs, exact-GP hypers)")
+    ax.legend(fontsize=7)
+    for ax, key in ((axes[1], "rmse"), (axes[2], "nlpd")):
+        for method in METHODS:
+            ax.plot(Ms, [res["methods"][method][M][key] for M in Ms], "-o", label=LABEL[method])
+        ax.axhline(res["exact"][key], color="k", ls="--", label="exact GP")
+        ax.set_xlabel("M")
+        ax.set_ylabel(f"test {key.upper()}")
+        ax.set_title(f"toy: test {key.upper()} (1,000 fresh points)")
+        if key == "nlpd":
+            ax.set_ylim(None, min(ax.get_ylim()[1], res["exact"]["nlpd"] + 1.0))
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(OUT / "sparse_toy_vs_M.png", dpi=90)
+    plt.close(fig)
+    res["facts"] = machine_facts()
+    TOY_JSON.write_text(json.dumps(res, indent=1, default=float))
+    return res
+
+
+def run_toy_random(quick: bool) -> dict:
+    """The blog's second toy experiment: a fixed random Z, some of it far from the data."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    X, y = lg.datasets.make_snelson(2000, seed=0)
+    Xte, yte = lg.datasets.make_snelson(1000, seed=1)
+    grid = np.linspace(-4.5, 4.5, 400)[:, None]
+    Z = np.sort(np.random.default_rng(3).uniform(-4, 4, 12))[:, None]
+    steps = 10 if quick else 200
+    out = {"Z": Z[:, 0].tolist(), "methods": {}}
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.4), sharey=True)
+    order = np.argsort(X[:, 0])
+    for ax, method in zip(axes, METHODS, strict=True):
+        m = lg.SparseGP(method=method, Z=Z, learn_inducing=False).fit(X, y, max_steps=steps)
+        rmse, nlpd = _metrics(m, Xte, yte)
+        out["methods"][method] = {"rmse": rmse, "nlpd": nlpd, "steps": m.history_.steps}
+        mu, var = m.predict_y(grid)
+        sd = np.sqrt(var)
+        ax.plot(X[order, 0], y[order], ".", ms=1.5, color="0.7")
+        ax.plot(grid[:, 0], mu, color="C0")
+        ax.fill_between(grid[:, 0], mu - 2 * sd, mu + 2 * sd, color="C0", alpha=0.25)
+        ax.plot(Z[:, 0], np.full(len(Z), -2.4), "|", color="k", ms=10)
+        ax.set_title(f"{LABEL[method]}, 12 fixed random Z")
+        ax.set_ylim(-2.6, 2.6)
+        print(f"toy random Z {method}: rmse {rmse:.4f} nlpd {nlpd:.4f}", flush=True)
+    fig.tight_layout()
+    fig.savefig(OUT / "sparse_toy_randomZ.png", dpi=90)
+    plt.close(fig)
+    (OUT / "sparse_toy_random.json").write_text(json.dumps(out, indent=1))
+    return out
+
+
+def run_big_n() -> None:
+    """Memory check: FITC on N = 10^6 points (D = 2, M = 64), 2 L-BFGS steps + statistics."""
+    import resource
+
+    rng = np.random.default_rng(0)
+    N, M = 1_000_000, 64
+    X = rng.standard_normal((N, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(N)
+    m = lg.SparseGP(method="fitc", num_inducing=M)
+    t = time.time()
+    m.fit(X, y, max_steps=2)
+    print(
+        f"fit 2 L-BFGS steps + set_data: {time.time() - t:.1f}s", "obj", m.log_marginal_likelihood()
+    )
+    print("peak RSS MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+# ========================================================================= part 2: UCI
+def _load_cache() -> list[dict]:
+    if not CACHE.exists():
+        return []
+    return [json.loads(line) for line in CACHE.read_text().splitlines() if line.strip()]
+
+
+def _append(rec: dict) -> None:
+    with open(CACHE, "a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+    print(json.dumps(rec), flush=True)
+
+
+def run_uci(datasets: list[str], splits: list[int], Ms: list[int], gpflow: bool) -> None:
+    done = {(r["dataset"], r["split"], r["M"], r["model"]) for r in _load_cache()}
+    for name in datasets:
+        for split in splits:
+            ds = lg.datasets.load(f"uci/{name}", split=split)
+            xm, xs = ds.X_train.mean(0), ds.X_train.std(0)
+            xs = np.where(xs > 0, xs, 1.0)
+            ym, ysd = ds.y_train.mean(), ds.y_train.std()
+            Xtr, Xte = (ds.X_train - xm) / xs, (ds.X_test - xm) / xs
+            ytr, yte = (ds.y_train - ym) / ysd, (ds.y_test - ym) / ysd
+            N, D = Xtr.shape
+            init = {"lengthscale": math.sqrt(D), "variance": 1.0, "noise": 0.1}
+            base = {"dataset": name, "split": split, "N": N, "D": D}
+            data = {"Xtr": Xtr, "ytr": ytr, "Xte": Xte, "yte": yte, "ysd": ysd, "init": init}
+
+            def record(model_name, M, fitfn, key=(name, split), base=base, data=data):
+                if (*key, M, model_name) in done:
+                    return
+                t0 = time.perf_counter()
+                try:
+                    m = fitfn()
+                    sec = time.perf_counter() - t0
+                    rmse, nlpd = _metrics(m, data["Xte"], data["yte"], data["ysd"])
+                    rec = {
+                        **base,
+                        "M": M,
+                        "model": model_name,
+                        "rmse": rmse,
+                        "nlpd": nlpd,
+                        "seconds": sec,
+                        "steps": m.history_.steps,
+                    }
+                except Exception as err:  # noqa: BLE001 - an honest failure is a result
+                    rec = {**base, "M": M, "model": model_name, "error": repr(err)[:300]}
+                _append(rec)
+
+            if N <= EXACT_MAX_N:
+                record("exact", 0, functools.partial(_fit_exact, data))
+            for M in Ms:
+                if M >= N:
+                    continue
+                Z0 = kmeans_pp(torch.as_tensor(Xtr), M, seed=split).numpy()
+                for method in METHODS:
+                    record(method, M, functools.partial(_fit_sparse, data, method, Z0))
+                record("svgp", M, functools.partial(_fit_svgp, data, Z0, split))
+                if gpflow and not all(
+                    (name, split, M, f"gpflow-{k}") in done for k in ("SGPR", "GPRFITC")
+                ):
+                    for rec in _run_gpflow(Xtr, ytr, Xte, yte, Z0, init):
+                        if "error" not in rec:
+                            rec["rmse"] *= ysd
+                            rec["nlpd"] += math.log(ysd)
+                        _append({**base, "M": M, **rec})
+
+
+def _fit_exact(d: dict):
+    m = lg.ExactGP(normalize_y=False).fit(d["Xtr"], d["ytr"], max_steps=1)
+    _set_hypers(m, **d["init"])
+    return m.fit(d["Xtr"], d["ytr"], max_steps=LBFGS_STEPS)
+
+
+def _fit_sparse(d: dict, method: str, Z0: np.ndarray):
+    m = lg.SparseGP(method=method, Z=Z0, normalize_y=False)
+    m.fit(d["Xtr"], d["ytr"], max_steps=1)  # build, then reset to the shared initial values
+    _set_hypers(m, **d["init"])
+    with torch.no_grad():
+        m.Z.copy_(torch.as_tensor(Z0))
+    return m.fit(d["Xtr"], d["ytr"], max_steps=LBFGS_STEPS)
+
+
+def _fit_svgp(d: dict, Z0: np.ndarray, seed: int):
+    m = lg.SVGP(Z=Z0, normalize_y=False)
+    B = min(d["Xtr"].shape[0], 1024)
+    m.fit(d["Xtr"], d["ytr"], max_steps=1, batch_size=B)
+    _set_hypers(m, **d["init"])
+    with torch.no_grad():
+        m.Z.copy_(torch.as_tensor(Z0))
+    return m.fit(d["Xtr"], d["ytr"], max_steps=SVGP_STEPS, batch_size=B, lr=SVGP_LR, seed=seed)
+
+
+def _run_gpflow(Xtr, ytr, Xte, yte, Z0, init) -> list[dict]:
+    if not GPFLOW_PY.exists():
+        return [{"model": "gpflow-SGPR", "error": "no .venv-gpflow"}]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "split.npz")
+        np.savez(
+            path,
+            X_train=Xtr,
+            y_train=ytr,
+            X_test=Xte,
+            y_test=yte,
+            Z=Z0,
+            lengthscale=np.full(Xtr.shape[1], init["lengthscale"]),
+            variance=init["variance"],
+            noise=init["noise"],
+        )
+        env = {
+            **os.environ,
+            "TF_USE_LEGACY_KERAS": "1",
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+            "OMP_NUM_THREADS": "1",
+        }
+        proc = subprocess.run(
+            [str(GPFLOW_PY), str(RUNNER), path, str(LBFGS_STEPS)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=3600,
+        )
+    out = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or len(out) < 2:
+        out.append({"model": "gpflow-error", "error": proc.stderr[-300:]})
+    return out
+
+
+# ============================================================================== page
+SEED_NOTE = (
+    "The seed (a blog article) reports **no numbers**: only qualitative plots of its toy "
+    "for SoR/DIC, DTC and FITC (the text stops before the VFE plot). Its qualitative "
+    "claims are the reference for part 1; for part 2 the peer is GPflow (SGPR = VFE, "
+    "GPRFITC = FITC) run on the same splits in the same run."
+)
+
+
+#: Reading of the UCI tables of this run (written after the run).
+UCI_OBSERVATIONS: list[str] = [
+    "### Reading the UCI tables",
+    "",
+    "- **latentgp VFE = GPflow SGPR** (two independent implementations, same init and "
+    "budget): test RMSE and NLPD agree split by split to within 0.015 (e.g. concrete "
+    "split 0: 4.442 / 4.442 and 2.868 / 2.871). FITC agrees less closely with GPRFITC "
+    "(up to 0.26 in RMSE on concrete split 0): FITC's objective has several optima and "
+    "100 iterations stop the two optimisers in different places.",
+    "- **VFE tracks the exact GP** wherever the exact GP was run (all four sets), within "
+    "about one split-to-split standard deviation.",
+    "- **SoR and DTC overfit at M = 256 on these small sets** (N = 456-1440, so M is a "
+    "large fraction of N and the learned Z give a very flexible degenerate model): RMSE "
+    "about 25-50% above the exact GP on housing, concrete and wine, identical for both "
+    "(same objective, same mean). SoR's NLPD is catastrophic where test inputs leave the "
+    "span of Z (38 on housing), because its predictive variance collapses to the noise; "
+    "DTC's extra K** - Q** term repairs part of that but not the overfitted mean. On "
+    "energy, the smoothest set, SoR/DTC have the best RMSE but DTC's NLPD is the worst.",
+    "- **FITC**'s RMSE on housing (2.42) is below the exact GP's (2.70; the exact fits "
+    "used 97 of their 100 steps on average, so they may not have fully converged). FITC is "
+    "a different (heteroscedastic) model rather than an approximation that converges to "
+    "the exact GP at this M; its NLPD is mixed (best on energy, worse than VFE on housing "
+    "and concrete).",
+    "- **SVGP** with the small budget used here (300 Adam steps) is under-trained on "
+    "energy and concrete (RMSE 0.73 vs 0.41, 5.20 vs 4.51): the collapsed bound does not "
+    "need to learn q(u), which is the reason to prefer VFE for Gaussian likelihoods when "
+    "the data fit a full-batch optimiser.",
+    "- **Speed**: on this contended machine latentgp's collapsed fits took 1.1-3.6x the "
+    "wall time of GPflow's for the same number of L-BFGS iterations. A profile of one FITC "
+    "fit (housing, M = 256) showed torch's L-BFGS spending about 2 objective evaluations "
+    "per iteration (42 for 20 iterations) and the backward pass taking ~80% of the time; "
+    "scipy's L-BFGS-B usually needs about one. Not investigated further.",
+    "",
+]
+
+RUN_COMMANDS = [
+    f"nice -n 10 .venv/bin/python benchmarks/sparse_reproduction.py --part {part}"
+    for part in (
+        "toy",
+        "toyrandom",
+        "uci --datasets housing,energy --splits 0,1,2 --inducing 256",
+        "uci --datasets concrete,wine --splits 0,1,2 --inducing 256",
+        "page",
+    )
+]
+
+#: What this run showed, next to the blog's qualitative claims (written after the run).
+OBSERVATIONS: list[str] = [
+    "### The blog's claims against this run",
+    "",
+    "- *SoR/DIC: good near the data, predictive variance collapses away from Z* — seen: "
+    "with M = 5 (first SoR panel) and with fixed random Z, SoR's band shrinks to the noise "
+    "level beyond the last inducing input (x > 3), while DTC, FITC and VFE revert to the "
+    "prior there.",
+    "- *DTC fixes the understated variance but fluctuates* — DTC trains to exactly the same "
+    "hyperparameters and mean as SoR (same objective; the test checks this), and adds "
+    "diag(K** - Q**) to the variance. On this toy that extra variance made DTC's test NLPD "
+    "*worse* than SoR's at every M (e.g. 0.70 vs 0.37 at M = 10): between widely spaced "
+    "inducing inputs the band balloons.",
+    "- *FITC: good accuracy and reasonable uncertainty* — its mean is as good as the others "
+    "from M = 20 on, but it learns a noise variance below the true 0.09 (0.067-0.083 for "
+    "M = 15..50): the known FITC tendency to explain noise with the heteroscedastic "
+    "diag(K - Q) term (Bauer, van der Wilk & Rasmussen, 2016; not in the seed).",
+    "- *VFE* (the blog's text ends before its plot): its bound rises to the exact "
+    "log p(y) from below (-479.7 at M = 40 and 50 against -479.68) and its noise estimate "
+    "(0.0888) matches the exact GP's, whereas the SoR/DTC evidence overshoots the exact "
+    "log p(y) (-450.0 at M = 15): it is not a bound. With linearly spaced initial Z, VFE "
+    "stayed in a poorer local optimum at M = 10-15 (test RMSE 0.373) where SoR/DTC reached "
+    "0.309.",
+    "- *Nyström*: the error falls fast with M; linearly spaced Z beat k-means++ Z on this "
+    "1-D toy by orders of magnitude at M >= 30 (k-means++ crowds Z where the N(0, 1) data "
+    "are dense and leaves the tails uncovered), and both stay well above the best rank-M "
+    "error.",
+    "",
+]
+
+
+def _fmt(vals: list[float], digits=3) -> str:
+    if not vals:
+        return "–"
+    if len(vals) == 1:
+        return f"{vals[0]:.{digits}f}"
+    return f"{np.mean(vals):.{digits}f} ± {np.std(vals):.{digits}f}"
+
+
+def write_page(command: str) -> None:
+    lines = ["# Sparse GP regression: SoR/DIC, DTC, FITC, VFE (seed 004)", ""]
+    lines += [
+        "Regenerate (from the repository root; GPflow venv: `python3 -m venv .venv-gpflow && "
+        ".venv-gpflow/bin/pip install gpflow tensorflow-cpu tensorflow-probability tf-keras`). "
+        "The results below came from these runs (in parallel, each resumable through the "
+        "cache `sparse_uci.jsonl`); the last line rewrites this page from the saved results:",
+        "",
+        "```",
+        *RUN_COMMANDS,
+        "```",
+        "",
+    ]
+    toy = json.loads(TOY_JSON.read_text()) if TOY_JSON.exists() else None
+    facts = toy["facts"] if toy else machine_facts()
+    lines += [
+        f"Machine: {facts['cores']} cores, torch {facts['torch']}, "
+        f"torch threads {facts['threads']} (set to 1), float64, Python {facts['python']}. "
+        "Load average (1, 5, 15 min) when the toy part finished: "
+        f"{', '.join(f'{v:.1f}' for v in facts['load_average'])} — the machine "
+        "was shared with several other jobs, so **all times are inflated and noisy**; "
+        "compare times only within one row.",
+        "",
+        SEED_NOTE,
+        "",
+        "## 1. The blog's toy (2,000 points, x ~ N(0, 1))",
+        "",
+        "`lg.datasets.make_snelson(2000, seed=0)` (f(x) = sin(3x) + 0.3 cos(9x), noise sd "
+        "0.3; the blog does not give its function), test set `make_snelson(1000, seed=1)`. "
+        "Inducing inputs start linearly spaced between the smallest and largest x, as in the "
+        "blog, and are then learned with the hyperparameters (L-BFGS, at most "
+        f"{toy['steps'] if toy else 200} steps; the exact-GP reference: at most "
+        f"{EXACT_TOY_STEPS} L-BFGS steps). Dashed: exact GP mean. The band is the 2-sigma "
+        "band of y (latent variance + noise).",
+        "",
+    ]
+    if toy:
+        for method in METHODS:
+            lines += [f"![{LABEL[method]}](sparse_toy_{method}.png)", ""]
+        lines += [
+            "![error and fit against M](sparse_toy_vs_M.png)",
+            "",
+            "Left: relative error of the Nyström matrix Qxx against Kxx on 1,000 of the toy "
+            "inputs at the exact GP's hyperparameters (`latentgp.kernels.nystrom.nystrom_error`), "
+            "for k-means++ and linearly spaced Z, with the best rank-M error (truncated "
+            "eigendecomposition) for reference. The curves flatten near 1e-6 relative error "
+            "because Kzz gets a relative jitter of 1e-6 before its Cholesky.",
+            "",
+        ]
+        Ms = sorted(int(k) for k in toy["methods"]["vfe"])
+        lines += [
+            "Test RMSE / NLPD against M (exact GP: RMSE "
+            f"{toy['exact']['rmse']:.4f}, NLPD {toy['exact']['nlpd']:.4f}, "
+            f"log p(y) {toy['exact']['lml']:.1f}):",
+            "",
+        ]
+        lines += [
+            "| M | "
+            + " | ".join(LABEL[m] for m in METHODS)
+            + " | Nyström rel. Frobenius (k-means Z) |",
+            "|---|" + "---|" * (len(METHODS) + 1),
+        ]
+        for M in Ms:
+            cells = [
+                f"{toy['methods'][m][str(M)]['rmse']:.4f} / {toy['methods'][m][str(M)]['nlpd']:.3f}"
+                for m in METHODS
+            ]
+            ny = toy["nystrom"].get(str(M), {}).get("kmeans", {})
+            nys = f"{ny['relative_frobenius']:.2e}" if ny else "–"
+            lines.append(f"| {M} | " + " | ".join(cells) + f" | {nys} |")
+        lines += [
+            "",
+            "Training objective (approximate log p(y); VFE: lower bound) at M = 10 "
+            "and 30, and the learned noise variance (true: 0.09):",
+            "",
+            "| method | obj. M=10 | obj. M=30 | noise M=10 | noise M=30 |",
+            "|---|---|---|---|---|",
+        ]
+        for m in METHODS:
+            r10, r30 = toy["methods"][m]["10"], toy["methods"][m]["30"]
+            lines.append(
+                f"| {LABEL[m]} | {r10['objective']:.1f} | {r30['objective']:.1f} | "
+                f"{r10['noise']:.4f} | {r30['noise']:.4f} |"
+            )
+        lines.append("")
+    rnd = OUT / "sparse_toy_random.json"
+    if rnd.exists():
+        r = json.loads(rnd.read_text())
+        lines += [
+            "### Fixed random inducing inputs (the blog's second toy experiment)",
+            "",
+            "12 inducing inputs drawn uniformly in [-4, 4] and kept fixed "
+            "(`learn_inducing=False`; several lie away from the data), hyperparameters learned:",
+            "",
+            "![random Z](sparse_toy_randomZ.png)",
+            "",
+            "| method | test RMSE | test NLPD |",
+            "|---|---|---|",
+        ]
+        for m in METHODS:
+            v = r["methods"][m]
+            lines.append(f"| {LABEL[m]} | {v['rmse']:.4f} | {v['nlpd']:.4f} |")
+        lines.append("")
+    lines += OBSERVATIONS
+    lines += [
+        "### Scaling check: N = 10^6",
+        "",
+        "`--part bign` (FITC, N = 1,000,000, D = 2, M = 64, float64, one thread): two "
+        "full-data L-BFGS steps (each objective + gradient accumulated in checkpointed "
+        "chunks of 65,536 rows) plus the final statistics pass ran with a **peak resident "
+        "memory of 795 MB** (the O(N M) graph without checkpointing would hold several "
+        "512 MB tensors) and took 922 s of wall time on the contended machine (load average "
+        "about 16 on 2 cores), measured with `/usr/bin/time -v` in this session.",
+        "",
+    ]
+    lines += _uci_section()
+    (OUT / "sparse.md").write_text("\n".join(lines) + "\n")
+
+
+def _uci_section() -> list[str]:
+    recs = [r for r in _load_cache()]
+    lines = ["## 2. UCI regression, fixed splits", ""]
+    if not recs:
+        return lines + ["Not run.", ""]
+    sets = [d for d in UCI_ALL if any(r["dataset"] == d for r in recs)]
+    missing = [d for d in UCI_ALL if d not in sets]
+    models = ["exact", "sor", "dtc", "fitc", "vfe", "svgp", "gpflow-SGPR", "gpflow-GPRFITC"]
+    lines += [
+        "Inputs and targets standardised with training statistics; RMSE and NLPD in the "
+        "original target units (mean ± std over the splits listed). Every model starts from "
+        "the same hyperparameters (lengthscales sqrt(D), signal variance 1, noise 0.1, SE-ARD "
+        "kernel) and the same k-means++ inducing inputs; Z is learned. Budgets: "
+        f"collapsed methods, exact GP and GPflow: at most {LBFGS_STEPS} L-BFGS iterations "
+        f"(GPflow: scipy L-BFGS-B maxiter={LBFGS_STEPS}); SVGP: {SVGP_STEPS} Adam steps, "
+        f"batch min(N, 1024), lr {SVGP_LR}, whitened full q(u). Exact GP only for "
+        f"N <= {EXACT_MAX_N}. Time = training seconds (s), contended machine.",
+        "",
+    ]
+    lines += [
+        "**Smaller than asked.** The issue asked for nine sets x 5 splits x M in {256, 512}. "
+        "This run covers the sets and splits listed below, M = 256 only, 3 splits at most: "
+        "the machine's two cores were shared with many other processes (load average "
+        "10-20), under which one collapsed fit on concrete (N = 927, M = 256, 100 L-BFGS "
+        "iterations) took 70-120 s of wall time.",
+        "",
+    ]
+    if missing:
+        lines += [
+            f"**Not run (CPU budget on a shared 2-core machine):** {', '.join(missing)}. "
+            "One objective evaluation of a collapsed method on kin40k (N = 36,000, "
+            "M = 256) took about 9 s under the load of this run, so 100 L-BFGS "
+            "iterations x 4 methods per split did not fit the budget.",
+            "",
+        ]
+    for name in sets:
+        rs = [r for r in recs if r["dataset"] == name]
+        splits = sorted({r["split"] for r in rs})
+        N, D = rs[0]["N"], rs[0]["D"]
+        lines += [
+            f"### {name} (N_train = {N}, D = {D}; splits {splits})",
+            "",
+            "| model | M | splits run | RMSE | NLPD | time (s) | steps |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for M in sorted({r["M"] for r in rs}):
+            for model in models:
+                sel = [r for r in rs if r["M"] == M and r["model"] == model]
+                if not sel:
+                    continue
+                ok = [r for r in sel if "error" not in r]
+                bad = len(sel) - len(ok)
+                note = f" ({bad} failed: {sel[0].get('error', '')[:60]})" if bad else ""
+                lines.append(
+                    f"| {model}{note} | {M or '–'} | {len(ok)} | {_fmt([r['rmse'] for r in ok])} | "
+                    f"{_fmt([r['nlpd'] for r in ok])} | {_fmt([r['seconds'] for r in ok], 1)} | "
+                    f"{_fmt([r['steps'] for r in ok], 0)} |"
+                )
+        lines.append("")
+    lines += _peer_pairs(recs)
+    lines += UCI_OBSERVATIONS
+    return lines
+
+
+def _peer_pairs(recs: list[dict]) -> list[str]:
+    """Split-by-split: latentgp VFE/FITC beside GPflow SGPR/GPRFITC (same init, budget)."""
+    key = {(r["dataset"], r["split"], r["M"], r["model"]): r for r in recs if "error" not in r}
+    rows = []
+    for (d, k, M, model), r in sorted(key.items()):
+        for ours, theirs in (("vfe", "gpflow-SGPR"), ("fitc", "gpflow-GPRFITC")):
+            if model == ours and (d, k, M, theirs) in key:
+                t = key[(d, k, M, theirs)]
+                rows.append(
+                    f"| {d} | {k} | {ours} vs {theirs} | {r['rmse']:.3f} / {t['rmse']:.3f} | "
+                    f"{r['nlpd']:.3f} / {t['nlpd']:.3f} | {r['seconds']:.0f} / "
+                    f"{t['seconds']:.0f} |"
+                )
+    if not rows:
+        return []
+    return [
+        "### latentgp against GPflow, split by split",
+        "",
+        "Same standardised data, initial Z and hyperparameters, at most 100 L-BFGS "
+        "iterations each (latentgp: torch L-BFGS with strong-Wolfe line search, one "
+        "iteration per step; GPflow: scipy L-BFGS-B). GPflow's time includes building its "
+        "tf.function graph. Times are wall-clock on the contended machine.",
+        "",
+        "| set | split | pair | RMSE ours / GPflow | NLPD ours / GPflow | time (s) |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument(
+        "--part", choices=("all", "toy", "toyrandom", "uci", "bign", "page"), default="all"
+    )
+    p.add_argument("--datasets", default="housing,energy,concrete,wine")
+    p.add_argument("--splits", default="0,1,2")
+    p.add_argument("--inducing", default="256")
+    p.add_argument("--no-gpflow", action="store_true")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.quick:  # a smoke run: tiny budgets, results in a temporary folder
+        global OUT, CACHE, TOY_JSON, LBFGS_STEPS, SVGP_STEPS
+        OUT = Path(tempfile.mkdtemp(prefix="sparse-quick-"))
+        CACHE, TOY_JSON = OUT / "sparse_uci.jsonl", OUT / "sparse_toy.json"
+        LBFGS_STEPS, SVGP_STEPS = 10, 20
+        print(f"--quick: writing to {OUT}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    command = "nice -n 10 .venv/bin/python benchmarks/sparse_reproduction.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    if args.part in ("all", "toy"):
+        run_toy(args.quick)
+    if args.part == "bign":
+        run_big_n()
+        return
+    if args.part in ("all", "toyrandom"):
+        run_toy_random(args.quick)
+    if args.part in ("all", "uci"):
+        splits = [0] if args.quick else [int(s) for s in args.splits.split(",")]
+        Ms = [int(m) for m in args.inducing.split(",")]
+        data = ["housing"] if args.quick else args.datasets.split(",")
+        run_uci(data, splits, [min(Ms)] if args.quick else Ms, not args.no_gpflow)
+    write_page(command)
+
+
+if __name__ == "__main__":
+    main()

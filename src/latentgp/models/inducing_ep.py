@@ -1,0 +1,166 @@
+"""What the two EP classifiers with inducing points (SEP, GFITC) share.
+
+Both end with a Gaussian ``q(fbar) = N(mu, Sigma)`` over the inducing values and predict
+with (S2 eqs. 5, 36, 37)::
+
+    m* = k*' K^{-1} mu,   s* = K** - k*' K^{-1} k* + k*' K^{-1} Sigma K^{-1} k*
+    P(y* = 1) = Phi(m* / sqrt(1 + s*))
+
+``q`` is stored in the model file as ``q_mean`` (M,) and a square root ``q_sqrt`` (M, M) of
+``Sigma``; the EP sites (O(N) or O(N M) numbers) are training state and are not saved.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..inducing import initial_inducing
+from ..kernels import Kernel
+from ..likelihoods import Bernoulli, likelihood_from_name
+from ..linalg import cholesky, solve_lower
+from ..validation import check_inputs, check_positive_int
+from .base import GPModel
+
+
+class InducingEPClassifier(GPModel):
+    """Base of binary probit classifiers with M inducing points fitted by EP.
+
+    Labels are {0, 1} at the API (validated by the probit Bernoulli likelihood) and are
+    mapped to {-1, +1} internally.  ``predict_y`` returns ``P(y = 1)`` as the mean.
+    """
+
+    def __init__(
+        self,
+        num_inducing: int = 50,
+        kernel: str | Kernel | None = "rbf",
+        Z: Any = None,
+        learn_inducing: bool = True,
+        inducing_init: str = "random",
+        likelihood: Any = "probit",
+        normalize_y: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        lik = likelihood_from_name(likelihood)
+        if not (isinstance(lik, Bernoulli) and lik.link == "probit"):
+            raise ValueError(
+                f"{type(self).__name__} is a probit classifier: likelihood must be 'probit', "
+                f"got {likelihood!r}"
+            )
+        super().__init__(kernel, lik, False, device, dtype)
+        if Z is not None:
+            Zt = torch.as_tensor(Z.to_numpy() if hasattr(Z, "to_numpy") else Z)
+            if Zt.ndim == 1:
+                Zt = Zt[:, None]
+            if Zt.ndim != 2:
+                raise ValueError(f"Z must have shape (M, D), got {tuple(Zt.shape)}")
+            check_inputs(Zt, name="Z")
+            num_inducing = Zt.shape[0]
+            self._init_Z = Zt.to(self.dtype_)
+        else:
+            self._init_Z = None
+        self.num_inducing = check_positive_int(num_inducing, "num_inducing")
+        if inducing_init not in ("kmeans", "random", "greedy"):
+            raise ValueError(
+                f"inducing_init must be 'kmeans', 'random' or 'greedy', got {inducing_init!r}"
+            )
+        self.learn_inducing, self.inducing_init = bool(learn_inducing), inducing_init
+
+    def get_config(self) -> dict[str, Any]:
+        cfg = super().get_config()
+        cfg.update(
+            num_inducing=self.num_inducing,
+            learn_inducing=self.learn_inducing,
+            inducing_init=self.inducing_init,
+        )
+        return cfg
+
+    # ------------------------------------------------------------------ building --
+    def _build(self, input_dim: int, output_dim: int) -> None:
+        super()._build(input_dim, output_dim)
+        if output_dim != 1:
+            raise ValueError(f"{type(self).__name__} needs one column of binary labels")
+        M = self.num_inducing
+        self.kernel.build(input_dim, (), self.dtype_, self.device_)
+        self.Z = nn.Parameter(
+            torch.zeros(M, input_dim, dtype=self.dtype_), requires_grad=self.learn_inducing
+        )
+        self.register_buffer("q_mean", torch.zeros(M, dtype=self.dtype_))
+        self.register_buffer("q_sqrt", torch.zeros(M, M, dtype=self.dtype_))
+        self.to(dtype=self.dtype_, device=self.device_)
+
+    def _validate_sizes(self, N: int) -> None:
+        if self._init_Z is None and self.num_inducing > N:
+            raise ValueError(
+                f"num_inducing={self.num_inducing} is larger than the {N} training points; "
+                f"use num_inducing <= {N}"
+            )
+        if self._init_Z is not None and self._init_Z.shape[-1] != self.input_dim:
+            raise ValueError(f"Z has {self._init_Z.shape[-1]} columns but X has {self.input_dim}")
+
+    def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        super()._init_from_data(X, y)
+        with torch.no_grad():
+            if self._init_Z is not None:
+                Z = self._init_Z.to(self.Z)
+            else:
+                kern = self.kernel if self.inducing_init == "greedy" else None
+                Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
+            self.Z.copy_(Z)
+            # q = prior until EP has run: mu = 0, Sigma = K.
+            L, _ = cholesky(self.kernel(self.Z), "Kzz")
+            self.q_mean.zero_()
+            self.q_sqrt.copy_(L)
+
+    def _prepare(self, X: Any, y: Any, seed: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validate, build and initialise on first use; returns ``X`` and labels in {-1, +1}."""
+        Xt = self._check_X(X)
+        yt = self._check_y(y, Xt.shape[0])
+        if yt.ndim != 1:
+            raise ValueError(f"y must be a 1-D array of 0/1 labels, got shape {tuple(yt.shape)}")
+        if not self.built:
+            self._build(Xt.shape[1], 1)
+            self._validate_sizes(Xt.shape[0])
+            if seed is not None:
+                torch.manual_seed(seed)
+            self._init_from_data(Xt, yt)
+            self.to(device=self.device_)
+        self._validate_sizes(Xt.shape[0])
+        return Xt, 2.0 * yt - 1.0
+
+    # -------------------------------------------------------------------- shared --
+    def prior_factor(self) -> torch.Tensor:
+        """``L = chol(K_zz)`` (M, M), differentiable; jitter recorded in ``last_jitter``."""
+        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")
+        return L
+
+    def _set_q(self, mean: torch.Tensor, sqrt_cov: torch.Tensor) -> None:
+        with torch.no_grad():
+            self.q_mean.copy_(mean)
+            self.q_sqrt.copy_(sqrt_cov)
+        self._cache = None
+
+    # ----------------------------------------------------------------- prediction --
+    def _compute_cache(self):
+        L = self.prior_factor()
+        return L, solve_lower(L, self.q_mean[:, None])[:, 0], solve_lower(L, self.q_sqrt)
+
+    def _predict_f_chunk(self, X, cache):
+        L, m_w, P = cache
+        V = solve_lower(L, self.kernel(self.Z, X))  # (M, B)
+        mean = V.mT @ m_w
+        var = self.kernel.diag(X) - V.square().sum(0) + (P.mT @ V).square().sum(0)
+        return mean[:, None], var.clamp_min(1e-12)[:, None]
+
+    def _predict_f_full(self, X, cache):
+        L, m_w, P = cache
+        V = solve_lower(L, self.kernel(self.Z, X))
+        PV = P.mT @ V
+        cov = self.kernel(X) - V.mT @ V + PV.mT @ PV
+        return (V.mT @ m_w)[:, None], cov[None]
+
+    def objective(self, X, y, num_data):  # pragma: no cover - EP models train in fit
+        raise NotImplementedError(f"{type(self).__name__} trains with its own EP loop in fit")

@@ -1,0 +1,865 @@
+"""Quadruply stochastic GPs (QSGP; Evans & Nair, seed 001, notes "Paper B").
+
+Weight-space model with ``m`` basis functions::
+
+    f(x) = phi(x)^T w,   w ~ N(0, S^{-1}),   q(w) = N(mu, C C^T)
+
+Basis families (``basis=``):
+
+- ``"rff"``: random Fourier features of an SE / Matérn (ARD) kernel, regenerated from a
+  hash of their index (:mod:`latentgp.kernels.features`); whitened, ``S = I``; the
+  lengthscales, signal variance and noise are learned by empirical Bayes (Prop. 2).
+- ``"inducing"``: ``Phi = K(X, Z)``, ``S = K(Z, Z)`` on ``m`` inducing points taken from
+  the training inputs (all of them when ``num_basis`` is None, then ``Phi = S = K``);
+  hyperparameters are fixed (``log|S|`` is a constant, computed only when m <= 4096).
+- ``"rvm"``: ``Phi = K(X, Z)``, ``S = diag(s)`` with one learned precision per basis
+  function (relevance vector machine, QSRVM).
+
+``C`` is lower triangular with positive diagonal ``c_rr = exp(c_raw_r)``: mean-field
+(diagonal), ``"chevron"`` (the first ``num_dense`` columns dense below the diagonal,
+the rest diagonal) or ``"full"``.
+
+Gaussian likelihood: the ELBO ``-(L_mu + L_Sigma + L_const) / 2`` (notes B.2) is estimated
+without bias by sub-sampling data rows ``l~`` once and basis functions three times
+(rows ``i~`` and ``j~``, dense columns ``r~``; Theorems 1-2, Prop. 2).  Two details
+differ from the printed estimator and stay unbiased: the terms with a diagonal ``S`` use
+``(m / m~) sum_i s_i mu_i^2`` (averaged over ``i~`` and ``j~``) instead of
+``mu_j~^T S_j~i~ mu_i~``, and the diagonal columns of the chevron use their exact row
+(``c_rr^2 (|phi_r|^2 / s2 + s_rr) - 2 log c_rr`` with ``|phi_r|^2`` from ``l~``), which is
+what the chevron sparsity buys; dense columns are sampled without replacement.  The
+control variate of Prop. 3 (rank ``cv_rank`` support points, running expectation
+``a = Phi_p mu`` updated in ``O(n_bar m~)``, sparse-gradient scaling of Appendix F.1) is
+applied to the ``Phi^T Phi`` term of the mean and of every sampled dense column, with
+the support features frozen at the hyperparameters of the moment it was set up
+(Appendix F.3).
+
+Non-Gaussian log-concave likelihoods (Bernoulli logit/probit, Laplace): the lower
+bound of Theorem 3.  **Correction.** The paper writes the site argument as
+``a + z v`` with ``v`` an unbiased estimate of the *variance* ``phi Sigma phi^T``; the
+correct reparameterisation is ``a + z sqrt(v)`` and a square root of an unbiased
+estimate is no longer an expectation, so Jensen does not apply to it.  We derive the
+bound instead from ``f = phi (mu + C eps)``, ``eps ~ N(0, I_m)``: the argument is the
+expectation over index draws of
+
+    A^ = (m/m~) phi_i~ mu_i~ + sum_r eps_r x_r,
+    x_r = (k/|r~|) (m/m~) phi_i~ C_i~r  (sampled dense columns),
+    x_i = (m/m~) count_i phi_i c_ii      (diagonal columns hit by i~),
+
+so concavity of ``log g`` gives ``E_q log g(phi w) >= E_idx E_z log g(a + z sqrt(v))``
+with ``v = sum_r x_r^2``: a genuine lower bound that uses the *standard deviation* of
+``A^`` given the indices, and equals the exact expected log-likelihood when all basis
+functions are used.  ``tests/test_qsgp.py`` checks both claims by quadrature, and that
+the printed form (``z`` times the variance) is not the expected log-likelihood.
+
+Predictions: ``phi(x)^T mu`` and ``phi(x)^T Sigma phi(x)``, plus for ``basis="inducing"``
+with a Gaussian likelihood the augmentation of Appendix G (Prop. 4): one extra basis
+function at ``x*`` with its closed-form (Prop. 1) diagonal, adding
+``s2 k**^2 / (k*^T k* + s2 k**)`` to the latent variance.
+
+Training (``fit``) is a dedicated loop: every step gathers only the sampled rows of the
+length-``m`` parameter vectors, differentiates the estimate with respect to those rows,
+and writes them back with sparse AdaGrad (or plain SGD) -- no optimiser ever touches the
+whole vector, so a step costs ``O(n~ m~ + m~^2)`` whatever ``m`` and ``N``; the few
+kernel / noise hyperparameters use Adam.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..kernels import Kernel
+from ..kernels.features import SPECTRAL_DOF, RandomFourierFeatures
+from ..likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
+from ..linalg import cholesky
+from ..parameters import LOG_2PI
+from ..training import FitHistory, ProgressBar
+from ..validation import check_positive_float, check_positive_int
+from .base import GPModel, register_model
+
+BASES = ("rff", "inducing", "rvm")
+COVARIANCES = ("meanfield", "chevron", "full")
+VARIATIONAL_OPTIMIZERS = ("adagrad", "sgd")
+
+
+@register_model
+class QSGP(GPModel):
+    """Quadruply stochastic GP (see module docstring).
+
+    Parameters
+    ----------
+    num_basis: m; None: 1000 random features, or every training point for the
+        inducing / RVM bases.
+    basis: ``"rff"``, ``"inducing"`` or ``"rvm"``.
+    likelihood: ``"gaussian"`` (unbiased estimator), ``"bernoulli"`` or ``"laplace"``
+        (Theorem 3 lower bound).
+    kernel: RBF / Matérn for ``"rff"``; any stationary kernel for the others.
+    covariance: ``"meanfield"``, ``"chevron"`` or ``"full"`` C.
+    num_dense: dense columns of the chevron (default 10).
+    basis_batch: m~, basis functions drawn per index set (all when >= m).
+    num_columns: dense columns sampled per step (default: all dense columns, at most 10).
+    cv_rank: n_bar, support points of the control variate (0: none; Gaussian only).
+    learn_hyperparameters: empirical Bayes for kernel (rff) / noise / s (rvm).
+    augment: predictive-variance augmentation (default: on for ``"inducing"``).
+    closed_form_diagonal: set diagonal columns by Prop. 1 before and after fitting
+        (an O(N m) pass); None: when N m <= 2e8 and the likelihood is Gaussian.
+    hyper_lr, hyper_delay: Adam learning rate of the hyperparameters and the number
+        of initial steps during which they stay frozen.
+    feature_seed: seed of the random features / inducing-point choice.
+    """
+
+    default_optimizer = "adagrad"
+    default_lr = 0.1
+
+    def __init__(
+        self,
+        num_basis: int | None = None,
+        basis: str = "rff",
+        likelihood: str | Likelihood = "gaussian",
+        kernel: str | Kernel | None = "rbf",
+        covariance: str = "meanfield",
+        num_dense: int | None = None,
+        basis_batch: int = 1000,
+        num_columns: int | None = None,
+        cv_rank: int = 0,
+        learn_hyperparameters: bool | None = None,
+        augment: bool | None = None,
+        closed_form_diagonal: bool | None = None,
+        hyper_lr: float = 0.01,
+        hyper_delay: int = 0,
+        feature_seed: int = 0,
+        normalize_y: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(kernel, likelihood, normalize_y, device, dtype)
+        if basis not in BASES:
+            raise ValueError(f"basis must be one of {list(BASES)}, got {basis!r}")
+        if covariance not in COVARIANCES:
+            raise ValueError(f"covariance must be one of {list(COVARIANCES)}, got {covariance!r}")
+        if not isinstance(self.likelihood, (Gaussian, Bernoulli, Laplace)):
+            raise ValueError(
+                "QSGP supports the 'gaussian', 'bernoulli' and 'laplace' likelihoods (the "
+                f"lower bound needs a log-concave site), got {type(self.likelihood).__name__}"
+            )
+        if basis == "rff" and type(self.kernel).__name__ not in SPECTRAL_DOF:
+            raise ValueError(
+                "basis='rff' needs an RBF or Matérn kernel (one with a known spectral "
+                f"density), got {type(self.kernel).__name__}"
+            )
+        self.num_basis = None if num_basis is None else check_positive_int(num_basis, "num_basis")
+        self.basis, self.covariance = basis, covariance
+        if num_dense is not None:
+            num_dense = check_positive_int(num_dense, "num_dense", minimum=0)
+        self.num_dense = num_dense
+        self.basis_batch = check_positive_int(basis_batch, "basis_batch")
+        self.num_columns = (
+            None if num_columns is None else check_positive_int(num_columns, "num_columns")
+        )
+        self.cv_rank = check_positive_int(cv_rank, "cv_rank", minimum=0)
+        if self.cv_rank and not isinstance(self.likelihood, Gaussian):
+            raise ValueError("cv_rank > 0 (control variate) needs the Gaussian likelihood")
+        if learn_hyperparameters is None:
+            learn_hyperparameters = basis != "inducing"
+        self.learn_hyperparameters = bool(learn_hyperparameters)
+        self.augment = (basis == "inducing") if augment is None else bool(augment)
+        self.closed_form_diagonal = closed_form_diagonal
+        self.hyper_lr = check_positive_float(hyper_lr, "hyper_lr")
+        self.hyper_delay = check_positive_int(hyper_delay, "hyper_delay", minimum=0)
+        self.feature_seed = check_positive_int(feature_seed, "feature_seed", minimum=0)
+        self.m: int | None = None
+        self.k: int = 0
+        self._train_state: dict[str, Any] | None = None
+
+    @property
+    def num_inducing(self) -> int | None:
+        """Number of basis functions m (what the CLI's ``--inducing`` sets)."""
+        return self.m if self.m is not None else self.num_basis
+
+    # ------------------------------------------------------------------ config --
+    def get_config(self) -> dict[str, Any]:
+        cfg = super().get_config()
+        cfg.update(
+            num_basis=self.num_basis,
+            basis=self.basis,
+            covariance=self.covariance,
+            num_dense=self.num_dense,
+            basis_batch=self.basis_batch,
+            num_columns=self.num_columns,
+            cv_rank=self.cv_rank,
+            learn_hyperparameters=self.learn_hyperparameters,
+            augment=self.augment,
+            closed_form_diagonal=self.closed_form_diagonal,
+            hyper_lr=self.hyper_lr,
+            hyper_delay=self.hyper_delay,
+            feature_seed=self.feature_seed,
+        )
+        return cfg
+
+    def _build_args(self) -> dict[str, Any]:
+        return {**super()._build_args(), "num_basis": self.m}
+
+    def _resolve_m(self, N: int) -> int:
+        if self.num_basis is not None:
+            if self.basis != "rff" and self.num_basis > N:
+                raise ValueError(
+                    f"num_basis={self.num_basis} is larger than the {N} training points "
+                    f"(basis={self.basis!r} centres one basis function on each)"
+                )
+            return self.num_basis
+        return 1000 if self.basis == "rff" else N
+
+    def _num_dense_for(self, m: int) -> int:
+        if self.covariance == "meanfield":
+            return 0
+        if self.covariance == "full":
+            if m > 20000:
+                raise ValueError(f"covariance='full' stores an m x m factor; m={m} is too large")
+            return m
+        return min(m, 10 if self.num_dense is None else self.num_dense)
+
+    def _build(self, input_dim: int, output_dim: int, num_basis: int | None = None) -> None:
+        if output_dim != 1:
+            raise ValueError(f"QSGP models one output column, got {output_dim}")
+        super()._build(input_dim, output_dim)
+        m = num_basis if num_basis is not None else self.num_basis
+        if m is None:
+            raise ValueError("the number of basis functions is unknown before fit")
+        self.m = int(m)
+        self.k = self._num_dense_for(self.m)
+        self.kernel.build(input_dim, (), self.dtype_, self.device_)
+        dt = self.dtype_
+        self.mu = nn.Parameter(torch.zeros(self.m, dtype=dt), requires_grad=False)
+        self.c_raw = nn.Parameter(torch.zeros(self.m, dtype=dt), requires_grad=False)
+        self.c_dense = nn.Parameter(torch.zeros(self.m, self.k, dtype=dt), requires_grad=False)
+        if self.basis == "rvm":
+            self.log_s = nn.Parameter(torch.zeros(self.m, dtype=dt), requires_grad=False)
+        if self.basis == "rff":
+            dof = SPECTRAL_DOF[type(self.kernel).__name__]
+            self.rff = RandomFourierFeatures(self.m, input_dim, dof, self.feature_seed)
+        else:
+            self.register_buffer("Z", torch.zeros(self.m, input_dim, dtype=dt))
+        self.register_buffer("logdet_S", torch.zeros((), dtype=dt))
+        self.to(dtype=self.dtype_, device=self.device_)
+
+    # --------------------------------------------------------------- the basis --
+    def _hypers(self, frozen: dict | None = None):
+        if frozen is not None:
+            return frozen["lengthscale"], frozen["variance"]
+        return self.kernel.lengthscale, self.kernel.variance
+
+    def features(self, X: torch.Tensor, idx: torch.Tensor, frozen: dict | None = None):
+        """``Phi[X, idx]``: ``(B, K)`` for inputs ``(B, D)`` and basis indices ``(K,)``."""
+        if self.basis == "rff":
+            ls, var = self._hypers(frozen)
+            return self.rff(X, idx, ls, var)
+        return self.kernel(X, self.Z[idx])
+
+    def _prior_diag(self, idx: torch.Tensor, log_s: torch.Tensor | None = None):
+        """Diagonal of S at ``idx`` ``(K,)`` (``log_s``: gathered rows for the RVM)."""
+        if self.basis == "rff":
+            return torch.ones(idx.shape[0], dtype=self.dtype_, device=idx.device)
+        if self.basis == "rvm":
+            return torch.exp(self.log_s[idx] if log_s is None else log_s)
+        return self.kernel.diag(self.Z[idx])
+
+    def _noise(self) -> torch.Tensor:
+        return self.likelihood.variance
+
+    def _is_gaussian(self) -> bool:
+        return isinstance(self.likelihood, Gaussian)
+
+    # -------------------------------------------------------------- the factor C --
+    @staticmethod
+    def _column_values(rows, cols, dense_rc, craw_rows):
+        """``C[rows, cols]`` for dense columns: ``(|rows|, |cols|)`` from gathered values."""
+        below = rows[:, None] > cols[None, :]
+        on = rows[:, None] == cols[None, :]
+        diag = torch.exp(craw_rows)[:, None].expand_as(dense_rc)
+        zero = torch.zeros_like(dense_rc)
+        return torch.where(below, dense_rc, torch.where(on, diag, zero))
+
+    def dense_factor(self) -> torch.Tensor:
+        """The full ``C`` ``(m, m)`` (small m only; for tests and diagnostics)."""
+        m, k = self.m, self.k
+        rows = torch.arange(m, device=self.mu.device)
+        C = torch.diag(torch.exp(self.c_raw.detach()))
+        if k:
+            cols = torch.arange(k, device=self.mu.device)
+            C[:, :k] = self._column_values(rows, cols, self.c_dense.detach(), self.c_raw.detach())
+        return C
+
+    # --------------------------------------------------------------- initialising --
+    def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        super()._init_from_data(X, y)
+        N = X.shape[0]
+        with torch.no_grad():
+            if self.basis != "rff":
+                g = torch.Generator(device="cpu").manual_seed(self.feature_seed)
+                if self.m == N:
+                    idx = torch.arange(N)
+                else:
+                    idx = torch.randperm(N, generator=g)[: self.m]
+                self.Z.copy_(X[idx.to(X.device)])
+            if self.basis == "inducing" and self.m <= 4096:
+                L, self.last_jitter = cholesky(self.kernel(self.Z), "K(Z, Z)")
+                self.logdet_S.copy_(2.0 * torch.log(torch.diagonal(L)).sum())
+            self.mu.zero_()
+            self.c_dense.zero_()
+            if self.basis == "rvm":
+                self.log_s.zero_()
+            # c_rr from Prop. 1 with |phi_r|^2 estimated cheaply (O(1) per column for rff)
+            s2 = float(self._noise()) if self._is_gaussian() else 1.0
+            if self.basis == "rff":
+                colnorm = torch.full_like(self.mu, N * float(self.kernel.variance) / self.m)
+            else:
+                colnorm = self._column_norms(X[: min(N, 256)]) * (N / min(N, 256))
+            sdiag = self._all_prior_diag()
+            self.c_raw.copy_(0.5 * torch.log(s2 / (colnorm + s2 * sdiag)))
+
+    def _all_prior_diag(self) -> torch.Tensor:
+        if self.basis == "rff":
+            return torch.ones_like(self.mu)
+        if self.basis == "rvm":
+            return torch.exp(self.log_s)
+        return self.kernel.diag(self.Z)
+
+    def _column_norms(self, X: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+        """``|phi_r|^2`` over the rows of X for all m columns ``(m,)`` (O(N m), chunked)."""
+        out = torch.zeros_like(self.mu)
+        rows = max(1, 2**22 // chunk)
+        for c0 in range(0, self.m, chunk):
+            idx = torch.arange(c0, min(c0 + chunk, self.m), device=self.mu.device)
+            for r0 in range(0, X.shape[0], rows):
+                out[idx] += (self.features(X[r0 : r0 + rows], idx) ** 2).sum(0)
+        return out
+
+    def set_closed_form_diagonal(self, X: Any) -> None:
+        """Proposition 1: ``c_rr = sqrt(s2 / (|phi_r|^2 + s2 s_rr))`` for every diagonal-only
+        column (all columns when mean-field), the exact optimum of the Gaussian ELBO for
+        those columns at the current hyperparameters.  Costs O(N m)."""
+        self._require_built()
+        if not self._is_gaussian():
+            raise ValueError("the closed-form diagonal (Prop. 1) needs the Gaussian likelihood")
+        Xt = self._check_X(X)
+        with torch.no_grad():
+            s2 = self._noise()
+            c = 0.5 * torch.log(s2 / (self._column_norms(Xt) + s2 * self._all_prior_diag()))
+            self.c_raw[self.k :] = c[self.k :]
+
+    # ------------------------------------------------------------------ sampling --
+    def _sample(self, n: int, batch_size: int, gen: torch.Generator) -> dict[str, Any]:
+        dev = self.mu.device
+        m, k = self.m, self.k
+        s = {}
+        if batch_size >= n:
+            s["ell"] = torch.arange(n, device=dev)
+        else:
+            s["ell"] = torch.randint(n, (batch_size,), generator=gen).to(dev)
+        if self.basis_batch >= m:
+            s["I"] = s["J"] = torch.arange(m, device=dev)
+            s["sI"] = s["sJ"] = 1.0
+        else:
+            s["I"] = torch.randint(m, (self.basis_batch,), generator=gen).to(dev)
+            s["J"] = torch.randint(m, (self.basis_batch,), generator=gen).to(dev)
+            s["sI"] = s["sJ"] = m / self.basis_batch
+        ncols = min(k, 10) if self.num_columns is None else min(k, self.num_columns)
+        if ncols >= k:
+            s["R"] = torch.arange(k, device=dev)
+            s["sR"] = 1.0
+        else:
+            s["R"] = torch.randperm(k, generator=gen)[:ncols].to(dev)
+            s["sR"] = k / ncols
+        allidx = torch.cat([s["I"], s["J"], s["R"]])
+        U, inv = torch.unique(allidx, return_inverse=True)
+        nI, nJ = s["I"].shape[0], s["J"].shape[0]
+        s["U"], s["invI"], s["invJ"], s["invR"] = U, inv[:nI], inv[nI : nI + nJ], inv[nI + nJ :]
+        return s
+
+    def _gather(self, s: dict[str, Any]) -> dict[str, torch.Tensor]:
+        U, R = s["U"], s["R"]
+        leaves = {
+            "mu": self.mu.detach()[U].clone(),
+            "craw": self.c_raw.detach()[U].clone(),
+            "dense": self.c_dense.detach()[U[:, None], R[None, :]].clone(),
+        }
+        if self.basis == "rvm":
+            leaves["log_s"] = self.log_s.detach()[U].clone()
+        for v in leaves.values():
+            v.requires_grad_(True)
+        return leaves
+
+    # ----------------------------------------------------------------- estimators --
+    def _estimate(
+        self,
+        Xl: torch.Tensor,
+        yl: torch.Tensor,
+        n: int,
+        s: dict[str, Any],
+        lv: dict[str, torch.Tensor],
+        cv: dict[str, Any] | None = None,
+    ) -> torch.Tensor:
+        """One stochastic estimate of the ELBO (Gaussian) or of its Theorem 3 lower
+        bound (other likelihoods), from gathered rows ``lv`` (scaled-target units)."""
+        m, k = self.m, self.k
+        I, J, R, U = s["I"], s["J"], s["R"], s["U"]
+        iI, iJ, iR = s["invI"], s["invJ"], s["invR"]
+        sI, sJ, sR = s["sI"], s["sJ"], s["sR"]
+        nt = Xl.shape[0]
+        PhiU = self.features(Xl, U)  # (n~, |U|)
+        PhiI, PhiJ = PhiU[:, iI], PhiU[:, iJ]
+        muI, muJ = lv["mu"][iI], lv["mu"][iJ]
+        CU = self._column_values(U, R, lv["dense"], lv["craw"])  # (|U|, |R|)
+        CI, CJ = CU[iI], CU[iJ]
+        craw_R = lv["craw"][iR]
+        log_s = lv.get("log_s")
+        dense_S = self.basis == "inducing"
+        if dense_S:
+            KJI = self.kernel(self.Z[J], self.Z[I])
+            prior_mu = sI * sJ * (muJ @ (KJI @ muI))
+            prior_C = sI * sJ * ((KJI @ CI) * CJ).sum(0)  # (|R|,)
+            sdI, sdJ = self.kernel.diag(self.Z[I]), self.kernel.diag(self.Z[J])
+        else:
+            sU = self._prior_diag(U, log_s)
+            sdI, sdJ = sU[iI], sU[iJ]
+            prior_mu = 0.5 * (sI * (sdI * muI**2).sum() + sJ * (sdJ * muJ**2).sum())
+            prior_C = 0.5 * (
+                sI * (sdI[:, None] * CI**2).sum(0) + sJ * (sdJ[:, None] * CJ**2).sum(0)
+            )
+        # diagonal-only columns r >= k, hit by the row draws
+        crI, crJ = lv["craw"][iI], lv["craw"][iJ]
+        offI, offJ = (I >= k).to(Xl.dtype), (J >= k).to(Xl.dtype)
+        if self.basis == "rff":
+            logdet_S = Xl.new_zeros(())
+        elif self.basis == "rvm":
+            lsI, lsJ = log_s[iI], log_s[iJ]
+            logdet_S = 0.5 * (sI * lsI.sum() + sJ * lsJ.sum())
+        else:
+            logdet_S = self.logdet_S
+        data_scale = n / nt
+        if self._is_gaussian():
+            s2 = self._noise()
+            aI, aJ = sI * (PhiI @ muI), sJ * (PhiJ @ muJ)
+            L_mu = -2.0 * data_scale / s2 * (yl @ aI) + data_scale / s2 * (aJ @ aI) + prior_mu
+            VI, VJ = sI * (PhiI @ CI), sJ * (PhiJ @ CJ)  # (n~, |R|)
+            quad = data_scale / s2 * (VJ * VI).sum(0)
+            L_sig = sR * (quad + prior_C - 2.0 * craw_R).sum()
+            colI = data_scale * (PhiI**2).sum(0)
+            colJ = data_scale * (PhiJ**2).sum(0)
+            TI = torch.exp(2 * crI) * (colI / s2 + sdI) - 2 * crI
+            TJ = torch.exp(2 * crJ) * (colJ / s2 + sdJ) - 2 * crJ
+            L_sig = L_sig + 0.5 * (sI * (offI * TI).sum() + sJ * (offJ * TJ).sum())
+            if cv is not None:
+                L_mu = L_mu + self._control_variate(s, lv, CU, cv, n, s2.detach())
+                # (the dense-column control variates are included in the same call)
+            L_const = -logdet_S - m + n * (LOG_2PI + torch.log(s2)) + data_scale * (yl @ yl) / s2
+            return -0.5 * (L_mu + L_sig + L_const)
+        # ---- Theorem 3 lower bound (corrected: standard deviation, see docstring)
+        a = sI * (PhiI @ muI)
+        X_dense = sR * sI * (PhiI @ CI)  # (n~, |R|) coefficient of eps_r
+        agg = Xl.new_zeros(nt, U.shape[0])
+        agg = agg.index_add(1, iR, X_dense)
+        X_diag = sI * PhiI * (offI * torch.exp(crI))[None, :]
+        agg = agg.index_add(1, iI, X_diag)
+        v = (agg**2).sum(1)
+        ell = data_scale * self.likelihood.expected_log_prob(yl, a, v).sum()
+        TI = torch.exp(2 * crI) * sdI - 2 * crI
+        TJ = torch.exp(2 * crJ) * sdJ - 2 * crJ
+        kl = 0.5 * (
+            prior_mu
+            + sR * (prior_C - 2.0 * craw_R).sum()
+            + 0.5 * (sI * (offI * TI).sum() + sJ * (offJ * TJ).sum())
+            - logdet_S
+            - m
+        )
+        return ell - kl
+
+    def _control_variate(self, s, lv, CU, cv, n, s2) -> torch.Tensor:
+        """Prop. 3 + Appendix F.1: ``-(n m^2/(s2 n_bar m~^2)) mu_j~^T Phi_pj~^T Phi_pi~ mu_i~
+        + (n/(s2 n_bar)) |a|^2`` with the sparse-gradient scaling, for the mean and for the
+        sampled dense columns (times ``sR``).  Zero mean: adds no bias."""
+        U, iI, iJ = s["U"], s["invI"], s["invJ"]
+        sI, sJ, sR = s["sI"], s["sJ"], s["sR"]
+        nbar = cv["Xp"].shape[0]
+        PhiP = self.features(cv["Xp"], U, frozen=cv["hypers"])  # (n_bar, |U|)
+        cv["PhiP"] = PhiP.detach()
+        coef = n / (s2 * nbar)
+        ratio = self.m / U.shape[0]
+        mu = lv["mu"]
+        pI, pJ = sI * (PhiP[:, iI] @ mu[iI]), sJ * (PhiP[:, iJ] @ mu[iJ])
+        a = cv["a"] + PhiP @ (mu - mu.detach())
+        aa = (a * a).sum()
+        out = -coef * (pJ @ pI) + coef * (ratio * aa + ((1.0 - ratio) * aa).detach())
+        if CU.shape[1]:
+            R = s["R"]
+            PI, PJ = sI * (PhiP[:, iI] @ CU[iI]), sJ * (PhiP[:, iJ] @ CU[iJ])  # (n_bar, |R|)
+            A = cv["A"][R].T + PhiP @ (CU - CU.detach())  # (n_bar, |R|)
+            AA = (A * A).sum()
+            out = out + sR * (
+                -coef * (PJ * PI).sum() + coef * (ratio * AA + ((1.0 - ratio) * AA).detach())
+            )
+        return out
+
+    # ---------------------------------------------------------- exact quantities --
+    def exact_elbo(self, X: Any, y: Any) -> float:
+        """The exact ELBO (Gaussian) or exact ``E_q log p(y|w) - KL`` (quadrature) in the
+        scaled-target units of the objective; O(N m^2 + m^3): small problems only."""
+        self._require_built()
+        Xt = self._check_X(X)
+        yt = self._scale_y(self._check_y(y, Xt.shape[0]))
+        with torch.no_grad():
+            return float(self._exact_elbo(Xt, yt))
+
+    def _exact_elbo(self, X, y):
+        m = self.m
+        idx = torch.arange(m, device=X.device)
+        Phi = self.features(X, idx)
+        C = self.dense_factor()
+        mu = self.mu.detach()
+        if self.basis == "inducing":
+            S = self.kernel(self.Z)
+            logdet_S = self.logdet_S
+        else:
+            sd = self._all_prior_diag()
+            S = torch.diag(sd)
+            logdet_S = torch.log(sd).sum()
+        Sigma = C @ C.T
+        logdet_Sigma = 2 * torch.log(torch.diagonal(C)).sum()
+        if self._is_gaussian():
+            s2 = self._noise()
+            f = Phi @ mu
+            L_mu = (-2 * (y @ f) + f @ f) / s2 + mu @ S @ mu
+            L_sig = ((Phi @ C) ** 2).sum() / s2 + torch.trace(S @ Sigma) - logdet_Sigma
+            n = X.shape[0]
+            L_const = -logdet_S - m + n * (LOG_2PI + torch.log(s2)) + (y @ y) / s2
+            return -0.5 * (L_mu + L_sig + L_const)
+        var = ((Phi @ C) ** 2).sum(1)
+        ell = self.likelihood.expected_log_prob(y, Phi @ mu, var).sum()
+        kl = 0.5 * (torch.trace(S @ Sigma) + mu @ S @ mu - m - logdet_S - logdet_Sigma)
+        return ell - kl
+
+    def objective_estimate(
+        self,
+        X: Any,
+        y: Any,
+        batch_size: int | None = None,
+        seed: int | None = None,
+        use_control_variate: bool = False,
+    ) -> float:
+        """One draw of the training estimator at the current parameters (for tests and
+        diagnostics); ``use_control_variate`` needs a fitted control-variate state."""
+        self._require_built()
+        Xt = self._check_X(X)
+        yt = self._scale_y(self._check_y(y, Xt.shape[0]))
+        gen = torch.Generator(device="cpu").manual_seed(0 if seed is None else seed)
+        n = Xt.shape[0]
+        s = self._sample(n, n if batch_size is None else batch_size, gen)
+        lv = self._gather(s)
+        cv = None
+        if use_control_variate:
+            if self._train_state is None or self._train_state.get("cv") is None:
+                raise ValueError("no control-variate state: call setup_control_variate first")
+            cv = self._train_state["cv"]
+        with torch.no_grad():
+            return float(self._estimate(Xt[s["ell"]], yt[s["ell"]], n, s, lv, cv))
+
+    def setup_control_variate(self, X: Any, rank: int | None = None, seed: int = 0) -> None:
+        """Pick ``rank`` support points and set the running expectation ``a = Phi_p mu``
+        (and ``A_r = Phi_p c_r`` for the dense columns) at the current parameters."""
+        self._require_built()
+        Xt = self._check_X(X)
+        rank = self.cv_rank if rank is None else check_positive_int(rank, "rank")
+        self._ensure_state()
+        self._train_state["cv"] = self._make_cv(Xt, rank, seed)
+
+    def _make_cv(self, X: torch.Tensor, rank: int, seed: int) -> dict[str, Any]:
+        g = torch.Generator(device="cpu").manual_seed(seed + 7919)
+        p = torch.randperm(X.shape[0], generator=g)[: min(rank, X.shape[0])].to(X.device)
+        Xp = X[p]
+        hypers = None
+        if self.basis == "rff":
+            hypers = {
+                "lengthscale": self.kernel.lengthscale.detach().clone(),
+                "variance": self.kernel.variance.detach().clone(),
+            }
+        a = Xp.new_zeros(Xp.shape[0])
+        A = Xp.new_zeros(self.k, Xp.shape[0])
+        with torch.no_grad():
+            nz = torch.nonzero(self.mu).flatten()
+            for c0 in range(0, nz.shape[0], 65536):
+                idx = nz[c0 : c0 + 65536]
+                a += self.features(Xp, idx, frozen=hypers) @ self.mu[idx]
+            if self.k:
+                # dense columns c_r have rows r..m-1; chunk over rows
+                cols = torch.arange(self.k, device=X.device)
+                for c0 in range(0, self.m, 65536):
+                    idx = torch.arange(c0, min(c0 + 65536, self.m), device=X.device)
+                    Cb = self._column_values(idx, cols, self.c_dense[idx], self.c_raw[idx])
+                    A += (self.features(Xp, idx, frozen=hypers) @ Cb).T
+        return {"Xp": Xp, "hypers": hypers, "a": a, "A": A}
+
+    # ------------------------------------------------------------------- training --
+    def _ensure_state(self) -> None:
+        if self._train_state is None or self._train_state.get("m") != self.m:
+            z = torch.zeros_like
+            st = {
+                "m": self.m,
+                "G_mu": z(self.mu),
+                "G_craw": z(self.c_raw),
+                "G_dense": z(self.c_dense),
+                "cv": None,
+            }
+            if self.basis == "rvm":
+                st["G_log_s"] = z(self.log_s)
+            self._train_state = st
+
+    def _hyper_params(self) -> list[nn.Parameter]:
+        if not self.learn_hyperparameters:
+            return []
+        ps = list(self.likelihood.parameters())
+        if self.basis == "rff":
+            ps += list(self.kernel.parameters())
+        return [p for p in ps if p.requires_grad]
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        batch_size: int | None = None,
+        epochs: int | None = None,
+        max_steps: int | None = None,
+        lr: float | None = None,
+        optimizer: str | None = None,
+        progress: bool | None = None,
+        seed: int | None = None,
+        tol: float | None = None,
+        callbacks=(),
+    ) -> QSGP:
+        """Fit by sparse stochastic steps (see module docstring).
+
+        ``batch_size`` is n~ (data rows per step, default ``min(N, 500)``); ``epochs=E``
+        takes ``E * ceil(N / n~)`` steps; ``optimizer`` is ``"adagrad"`` (default) or
+        ``"sgd"`` (no momentum: the control variate needs sparse updates); ``lr`` its
+        step size (default 0.1).  The record is in ``self.history_`` (a FitHistory).
+        """
+        Xt = self._check_X(X)
+        yt = self._check_y(y, Xt.shape[0])
+        N = Xt.shape[0]
+        if batch_size is not None:
+            batch_size = check_positive_int(batch_size, "batch_size")
+            if batch_size > N:
+                raise ValueError(f"batch_size={batch_size} is larger than the {N} data points")
+        else:
+            batch_size = min(N, 500)
+        if epochs is not None:
+            epochs = check_positive_int(epochs, "epochs")
+        if max_steps is not None:
+            max_steps = check_positive_int(max_steps, "max_steps")
+        optimizer = (optimizer or self.default_optimizer).lower()
+        if optimizer not in VARIATIONAL_OPTIMIZERS:
+            raise ValueError(
+                f"QSGP trains with sparse updates: optimizer must be one of "
+                f"{list(VARIATIONAL_OPTIMIZERS)} (momentum methods would break the "
+                f"control variate's running expectation), got {optimizer!r}"
+            )
+        lr = self.default_lr if lr is None else lr
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+            raise ValueError(f"lr must be a positive number, got {lr!r}")
+        if tol is not None:
+            tol = check_positive_float(tol, "tol")
+        first = not self.built
+        if first:
+            if yt.ndim != 1:
+                raise ValueError(f"QSGP models one output column; y has shape {tuple(yt.shape)}")
+            m = self._resolve_m(N)
+            self._build(Xt.shape[1], 1, m)
+            if self._uses_scaling():
+                self.y_mean.copy_(yt.mean().reshape(1))
+                sd = yt.std() if N > 1 else torch.ones(())
+                self.y_scale.copy_(torch.where(sd > 0, sd, torch.ones_like(sd)).reshape(1))
+        ys = self._scale_y(yt)
+        if seed is not None:
+            torch.manual_seed(seed)
+        if first:
+            self._init_from_data(Xt, ys)
+        cfd = self.closed_form_diagonal
+        if cfd is None:
+            cfd = self._is_gaussian() and N * self.m <= 2e8
+        if cfd and first:
+            self.set_closed_form_diagonal(Xt)
+        self._ensure_state()
+        st = self._train_state
+        cv = None
+        if self.cv_rank:
+            if st["cv"] is None or first:
+                st["cv"] = self._make_cv(Xt, self.cv_rank, 0 if seed is None else seed)
+            cv = st["cv"]
+        steps_per_epoch = math.ceil(N / batch_size)
+        total = epochs * steps_per_epoch if epochs is not None else (max_steps or 1000)
+        gen = torch.Generator(device="cpu").manual_seed(0 if seed is None else int(seed))
+        hyper = self._hyper_params()
+        hopt = torch.optim.Adam(hyper, lr=self.hyper_lr) if hyper else None
+        history = FitHistory()
+        offset = -N * self._log_scale_sum()
+        bar = ProgressBar(total, desc="QSGP", enabled=progress)
+        t0 = time.perf_counter()
+        self.train()
+        self._cache = None
+        consecutive = 0
+        epoch_vals: list[float] = []
+        prev_mean, calm = None, 0
+        step = 0
+        try:
+            while step < total:
+                value = self._step(Xt, ys, N, batch_size, gen, lr, optimizer, hopt, cv, step)
+                if not math.isfinite(value):
+                    consecutive += 1
+                    lr *= 0.5
+                    history.events.append(
+                        f"step {step}: non-finite objective; step skipped, lr lowered to {lr:.3g}"
+                    )
+                    if consecutive >= 8:
+                        raise FloatingPointError(
+                            "QSGP training produced a non-finite objective 8 times in a row; "
+                            "lower lr or check the data scale"
+                        )
+                else:
+                    consecutive = 0
+                    history.objective.append(value + offset)
+                    epoch_vals.append(value)
+                step += 1
+                bar.update(1, items=batch_size, objective=(value + offset) / N)
+                info = {
+                    "step": step,
+                    "epoch": step / steps_per_epoch,
+                    "objective": value + offset,
+                    "model": self,
+                    "seconds": time.perf_counter() - t0,
+                }
+                if any(cb(info) for cb in callbacks):
+                    history.stopped = "callback"
+                    break
+                if tol is not None and step % steps_per_epoch == 0 and epoch_vals:
+                    mean = sum(epoch_vals) / len(epoch_vals)
+                    epoch_vals = []
+                    if prev_mean is not None:
+                        rel = abs(mean - prev_mean) / max(abs(prev_mean), 1e-12)
+                        calm = calm + 1 if rel < tol else 0
+                        if calm >= 3:
+                            history.stopped = f"converged (relative change < {tol:g})"
+                            break
+                    prev_mean = mean
+        finally:
+            bar.close()
+            history.steps = step
+            history.epochs = step / steps_per_epoch
+            history.seconds = time.perf_counter() - t0
+        if not history.stopped:
+            history.stopped = "step budget reached"
+        if cfd:
+            self.set_closed_form_diagonal(Xt)
+            if cv is not None:
+                st["cv"] = self._make_cv(Xt, self.cv_rank, 0 if seed is None else seed)
+        self.history_ = history
+        self._cache = None
+        self.eval()
+        return self
+
+    def _step(self, X, y, n, batch_size, gen, lr, optimizer, hopt, cv, step) -> float:
+        """One sparse step; returns the objective estimate (before the step)."""
+        s = self._sample(n, batch_size, gen)
+        lv = self._gather(s)
+        ell = s["ell"]
+        learn_h = hopt is not None and step >= self.hyper_delay
+        if hopt is not None:
+            hopt.zero_grad(set_to_none=True)
+        obj = self._estimate(X[ell], y[ell], n, s, lv, cv)
+        if not torch.isfinite(obj):
+            return float("nan")
+        (-obj / n).backward()
+        st = self._train_state
+        U, R = s["U"], s["R"]
+        with torch.no_grad():
+            if cv is not None:
+                old_mu = lv["mu"].detach().clone()
+                old_C = self._column_values(U, R, lv["dense"], lv["craw"]).detach()
+            rows_cols = (U[:, None], R[None, :])
+            new_mu = self._update(self.mu, st["G_mu"], U, lv["mu"], lr, optimizer)
+            new_craw = self._update(self.c_raw, st["G_craw"], U, lv["craw"], lr, optimizer)
+            new_dense = self._update(
+                self.c_dense, st["G_dense"], rows_cols, lv["dense"], lr, optimizer
+            )
+            if self.basis == "rvm":
+                self._update(self.log_s, st["G_log_s"], U, lv["log_s"], lr, optimizer)
+            if cv is not None:
+                PhiP = cv["PhiP"]
+                cv["a"] += PhiP @ (new_mu - old_mu)
+                if R.shape[0]:
+                    new_C = self._column_values(U, R, new_dense, new_craw)
+                    cv["A"][R] += (PhiP @ (new_C - old_C)).T
+            if learn_h:
+                ok = all(
+                    p.grad is None or bool(torch.isfinite(p.grad).all())
+                    for p in hopt.param_groups[0]["params"]
+                )
+                if ok:
+                    hopt.step()
+        return float(obj.detach())
+
+    @staticmethod
+    def _update(param, G, index, leaf, lr, optimizer) -> torch.Tensor:
+        """Sparse AdaGrad / SGD on the rows ``index`` of ``param``; returns the new rows."""
+        g = leaf.grad
+        if g is None:
+            return leaf.detach()
+        if optimizer == "adagrad":
+            G[index] = G[index] + g * g
+            new = leaf.detach() - lr * g / (torch.sqrt(G[index]) + 1e-10)
+        else:
+            new = leaf.detach() - lr * g
+        param.data[index] = new
+        return new
+
+    # ----------------------------------------------------------------- prediction --
+    def _compute_cache(self):
+        return None
+
+    def _predict_f_chunk(self, X, cache):
+        B = X.shape[0]
+        m, k = self.m, self.k
+        mean = X.new_zeros(B)
+        var = X.new_zeros(B)
+        P = X.new_zeros(B, k)
+        knorm = X.new_zeros(B)
+        cols = torch.arange(k, device=X.device)
+        chunk = max(1, min(m, 2**22 // max(B, 1)))
+        for c0 in range(0, m, chunk):
+            idx = torch.arange(c0, min(c0 + chunk, m), device=X.device)
+            phi = self.features(X, idx)
+            mean += phi @ self.mu[idx]
+            off = idx >= k
+            var += ((phi[:, off] * torch.exp(self.c_raw[idx][off])) ** 2).sum(1)
+            if k:
+                Cb = self._column_values(idx, cols, self.c_dense[idx], self.c_raw[idx])
+                P += phi @ Cb
+            if self.augment:
+                knorm += (phi**2).sum(1)
+        var = var + (P**2).sum(1)
+        if self.augment and self.basis != "rff" and self._is_gaussian():
+            s2 = self._noise()
+            kss = self.kernel.diag(X)
+            var = var + s2 * kss**2 / (knorm + s2 * kss)
+        return mean[:, None], var[:, None]
+
+    def relevance_vectors(self, threshold: float = 1e4) -> np.ndarray:
+        """Indices of basis functions with finite precision ``s_i < threshold`` (RVM)."""
+        self._require_built()
+        if self.basis != "rvm":
+            raise ValueError("relevance vectors exist only for basis='rvm'")
+        return torch.nonzero(torch.exp(self.log_s.detach()) < threshold).flatten().cpu().numpy()

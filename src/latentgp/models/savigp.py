@@ -1,0 +1,754 @@
+"""SAVIGP: generic (black-box likelihood) variational inference in latent GP models
+(Bonilla, Krauth & Dezfouli; notes ``savigp-qsgp.md`` "Paper A").
+
+Q latent functions ``f_j ~ GP(mu_j, k_j)``, each with inducing inputs ``Z_j`` (shared or
+separate) and ``q(u) = sum_k pi_k prod_j N(m_kj, S_kj)`` (full or diagonal ``S``).  The ELBO
+
+    L = L_ent + L_cross + sum_n sum_k pi_k E_{q_k(n)}[log p(y_n | f_n)]
+
+uses the entropy lower bound, the exact cross-entropy, and Monte Carlo with univariate
+Gaussian draws ``f_nj^(k,i) ~ N(b_kj(n), Sigma_kj(n))`` for the expected log-likelihood.
+The minibatch estimate is ``L_ent + L_cross + N/|B| sum_{n in B} ELL_n``.
+
+Gradients of the ELL come from one of two estimators:
+
+* ``"reparam"``: ``f = b + sqrt(Sigma) eps``; needs a differentiable torch likelihood.
+* ``"score"``: the paper's score-function estimator, ``E[grad log q_k(n)(f) log p(y_n|f)]``
+  with the score of each local parameter (``b_kj(n)``, ``Sigma_kj(n)``) as control variate
+  (coefficient ``Cov(g, h) / Var(h)`` estimated per point, latent and component from the
+  same draws).  It is implemented as a surrogate whose autograd gradient equals the
+  estimator; the likelihood is only *evaluated*, under ``torch.no_grad`` (on numpy arrays
+  for plain functions that are not torch code), so any black box works.  The chain rule
+  from the local parameters to ``m``, ``S``, hyperparameters and ``Z`` reproduces the
+  paper's formulas (A.5.2, A.5.4, A.5.6).
+
+``dense=True`` puts the inducing inputs on the training inputs (Z = X): the posterior over
+f is free form and the ELL no longer depends on the hyperparameters, whose gradient comes
+from the exact cross-entropy alone.  ``parameterization="lambda"`` (FG only) uses
+Theorem 2: ``S_j = Kzz (Kzz + Kzx Lambda_j Kxz)^-1 Kzz`` with N parameters per latent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import re
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..inducing import initial_inducing
+from ..kernels import Kernel
+from ..likelihoods import CallableLikelihood, Likelihood
+from ..linalg import cholesky, solve_lower
+from ..parameters import inv_softplus, softplus
+from ..validation import check_inputs, check_positive_int, check_targets
+from ..variational.mixture import (
+    MixtureVariational,
+    component_marginals,
+    cross_entropy,
+    entropy_bound,
+)
+from .base import GPModel, register_model
+
+POSTERIORS = {"fg": (1, "full"), "mog1": (1, "diag"), "mog2": (2, "diag")}
+ESTIMATORS = ("reparam", "score")
+
+
+def parse_posterior(name: str) -> tuple[int, str]:
+    """``"fg"`` -> (1, "full"), ``"mog1"`` -> (1, "diag"), ``"mogK"`` -> (K, "diag"),
+    ``"fgK"`` -> (K, "full")."""
+    key = str(name).lower()
+    if key in POSTERIORS:
+        return POSTERIORS[key]
+    m = re.fullmatch(r"(mog|fg)(\d+)", key)
+    if m and int(m.group(2)) >= 1:
+        return int(m.group(2)), "diag" if m.group(1) == "mog" else "full"
+    raise ValueError(f"posterior must be 'fg', 'mog1', 'mog2', 'mogK' or 'fgK', got {name!r}")
+
+
+@contextlib.contextmanager
+def _paper_adadelta():
+    """While active, ``optimizer="adadelta"`` in the shared loop uses the paper's settings
+    (decay rate 0.95, epsilon 1e-6; notes A.10) instead of the loop's defaults."""
+    mod = importlib.import_module("latentgp.training.fit")
+    original = mod._make_optimizer
+
+    def make(name, params, lr):
+        if name == "adadelta":
+            return torch.optim.Adadelta(params, lr=lr, rho=0.95, eps=1e-6)
+        return original(name, params, lr)
+
+    mod._make_optimizer = make
+    try:
+        yield
+    finally:
+        mod._make_optimizer = original
+
+
+@register_model
+class SAVIGP(GPModel):
+    """Scalable automated variational inference for latent GP models.
+
+    Parameters
+    ----------
+    num_inducing: M per latent; or ``sparsity`` = M / N (the paper's SF); ``dense=True``
+        (or ``sparsity=1``) puts Z on the training inputs.
+    likelihood: name, :class:`~latentgp.likelihoods.Likelihood`, an object with
+        ``log_prob(y, f)`` or a plain callable ``fn(y, f)`` (torch or numpy code).
+        ``f`` is ``(..., N)`` for one latent and ``(..., N, Q)`` otherwise.
+    num_latent: Q when the likelihood is a plain function with several latents.
+    posterior: ``"fg"`` (full Gaussian), ``"mog1"``, ``"mog2"``, ``"mogK"``; or set
+        ``num_components`` and ``covariance`` (``"full"``/``"diag"``) directly.
+    parameterization: ``"cholesky"`` or ``"lambda"`` (Theorem 2, FG only).
+    whiten: store the means (and full factors) as ``m = Lzz v`` (``R = Lzz R_v``): the
+        same ELBO and family, better conditioned for the optimiser.  ``whiten=False`` is
+        the paper's parameterisation; only then does the dense-case ELL not depend on the
+        hyperparameters (their gradient is the exact cross-entropy one).
+    estimator: ``"reparam"`` or ``"score"``; None picks reparam for differentiable torch
+        likelihoods and score otherwise.  control_variates: for the score estimator.
+    num_samples: S, Monte Carlo draws per point, latent and component in the ELL.
+    prior_mean: constant prior mean per latent ``(Q,)`` (e.g. the seismic layer means).
+    prior_variance: initial kernel variance per latent ``(Q,)``.
+    learn_hyperparameters, learn_inducing: optimise kernel parameters / Z.
+    init_cov_scale: initial ``S = init_cov_scale * Kzz`` (diag: its diagonal).
+    Z: initial inducing inputs ``(M, D)`` or ``(Q, M, D)``.
+    inducing_init: ``"kmeans"`` or ``"random"`` (a subset of the data, as the paper).
+    pred_samples: Monte Carlo draws for predictive densities of black-box likelihoods.
+    """
+
+    default_optimizer = "adam"
+    default_lr = 0.01
+
+    def __init__(
+        self,
+        num_inducing: int | None = None,
+        likelihood: str | Likelihood | Any = "gaussian",
+        kernel: str | Kernel | None = "rbf",
+        *,
+        sparsity: float | None = None,
+        dense: bool = False,
+        posterior: str | None = None,
+        num_components: int = 1,
+        covariance: str = "full",
+        parameterization: str = "cholesky",
+        whiten: bool = True,
+        estimator: str | None = None,
+        control_variates: bool = True,
+        num_samples: int = 100,
+        num_latent: int | None = None,
+        shared_inducing: bool = True,
+        Z=None,
+        inducing_init: str = "kmeans",
+        learn_inducing: bool = True,
+        learn_hyperparameters: bool = True,
+        prior_mean: list[float] | None = None,
+        prior_variance: list[float] | None = None,
+        init_cov_scale: float = 1.0,
+        pred_samples: int = 2000,
+        normalize_y: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(kernel, likelihood, normalize_y, device, dtype)
+        if posterior is not None:
+            num_components, covariance = parse_posterior(posterior)
+        self.posterior = posterior
+        self.num_components = check_positive_int(num_components, "num_components")
+        if covariance not in ("full", "diag"):
+            raise ValueError(f"covariance must be 'full' or 'diag', got {covariance!r}")
+        self.covariance = covariance
+        if parameterization not in ("cholesky", "lambda"):
+            raise ValueError(
+                f"parameterization must be 'cholesky' or 'lambda', got {parameterization!r}"
+            )
+        if parameterization == "lambda" and (self.num_components != 1 or covariance != "full"):
+            raise ValueError(
+                "parameterization='lambda' (Theorem 2) is for the full Gaussian posterior: "
+                "use posterior='fg' (num_components=1, covariance='full')"
+            )
+        self.parameterization = parameterization
+        self.whiten = bool(whiten)
+        if estimator is not None and estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {ESTIMATORS} or None, got {estimator!r}")
+        self.estimator = estimator
+        self.control_variates = bool(control_variates)
+        self.num_samples = check_positive_int(num_samples, "num_samples")
+        self.pred_samples = check_positive_int(pred_samples, "pred_samples")
+        if sparsity is not None:
+            if not (isinstance(sparsity, (int, float)) and 0 < sparsity <= 1):
+                raise ValueError(f"sparsity must be in (0, 1], got {sparsity!r}")
+            if sparsity == 1:
+                dense = True
+        self.sparsity = None if sparsity is None else float(sparsity)
+        self.dense = bool(dense)
+        if Z is not None and self.dense:
+            raise ValueError("Z cannot be given with dense=True (Z is the training inputs)")
+        if Z is not None:
+            Zt = torch.as_tensor(np.asarray(Z), dtype=self.dtype_)
+            if Zt.ndim == 1:
+                Zt = Zt[:, None]
+            if Zt.ndim not in (2, 3):
+                raise ValueError(f"Z must have shape (M, D) or (Q, M, D), got {tuple(Zt.shape)}")
+            check_inputs(Zt.reshape(-1, Zt.shape[-1]), name="Z")
+            shared_inducing = Zt.ndim == 2
+            num_inducing = Zt.shape[-2]
+        self._init_Z = None if Z is None else Zt
+        if num_inducing is not None:
+            num_inducing = check_positive_int(num_inducing, "num_inducing")
+        elif sparsity is None and not self.dense and Z is None:
+            num_inducing = 128
+        self.num_inducing = num_inducing
+        if inducing_init not in ("kmeans", "random"):
+            raise ValueError(f"inducing_init must be 'kmeans' or 'random', got {inducing_init!r}")
+        self.inducing_init = inducing_init
+        self.shared_inducing = bool(shared_inducing) or self.dense
+        self.learn_inducing = bool(learn_inducing) and not self.dense
+        self.learn_hyperparameters = bool(learn_hyperparameters)
+        self._num_latent_arg = (
+            None if num_latent is None else check_positive_int(num_latent, "num_latent")
+        )
+        if isinstance(self.likelihood, CallableLikelihood) and self._num_latent_arg:
+            self.likelihood.latent_dim = self._num_latent_arg
+        self.prior_mean_arg = None if prior_mean is None else [float(v) for v in prior_mean]
+        self.prior_variance_arg = (
+            None if prior_variance is None else [float(v) for v in prior_variance]
+        )
+        if self.prior_variance_arg is not None and min(self.prior_variance_arg) <= 0:
+            raise ValueError("prior_variance values must be positive")
+        if not (isinstance(init_cov_scale, (int, float)) and init_cov_scale > 0):
+            raise ValueError(f"init_cov_scale must be positive, got {init_cov_scale!r}")
+        self.init_cov_scale = float(init_cov_scale)
+        self.num_data: int | None = None
+        self._sample_seed = 0
+        self._numpy_likelihood: bool | None = None
+        self._resolved: str | None = None
+
+    # ----------------------------------------------------------------- config --
+    @property
+    def num_latent(self) -> int:
+        if self._num_latent_arg is not None:
+            return self._num_latent_arg
+        return super().num_latent
+
+    def get_config(self):
+        cfg = super().get_config()
+        cfg.update(
+            num_inducing=self.num_inducing,
+            sparsity=self.sparsity,
+            dense=self.dense,
+            num_components=self.num_components,
+            covariance=self.covariance,
+            parameterization=self.parameterization,
+            whiten=self.whiten,
+            estimator=self.estimator,
+            control_variates=self.control_variates,
+            num_samples=self.num_samples,
+            num_latent=self._num_latent_arg,
+            shared_inducing=self.shared_inducing,
+            inducing_init=self.inducing_init,
+            learn_inducing=self.learn_inducing,
+            learn_hyperparameters=self.learn_hyperparameters,
+            prior_mean=self.prior_mean_arg,
+            prior_variance=self.prior_variance_arg,
+            init_cov_scale=self.init_cov_scale,
+            pred_samples=self.pred_samples,
+        )
+        return cfg
+
+    def _build_args(self):
+        return {**super()._build_args(), "num_data": self.num_data}
+
+    def _default_fit_args(self, N):
+        batch = N if (self.dense or self.parameterization == "lambda") else min(N, 1024)
+        return {"optimizer": "adam", "lr": 0.01, "batch_size": batch, "max_steps": 1000}
+
+    def resolved_estimator(self) -> str:
+        """The gradient estimator in use (``estimator=None`` resolved)."""
+        if self.estimator is not None:
+            return self.estimator
+        if getattr(self.likelihood, "differentiable", True) is False:
+            return "score"
+        if isinstance(self.likelihood, CallableLikelihood):
+            if self._resolved is None:
+                self._resolved = "reparam" if self._callable_is_torch_differentiable() else "score"
+            return self._resolved
+        return "reparam"
+
+    def _callable_is_torch_differentiable(self) -> bool:
+        Q = self.num_latent
+        f = torch.zeros((3, 2) if Q == 1 else (3, 2, Q), dtype=self.dtype_, requires_grad=True)
+        y = torch.zeros(2, dtype=self.dtype_)
+        try:
+            out = self.likelihood.fn(y, f)
+        except Exception:  # noqa: BLE001 -- any failure means "not torch code"
+            return False
+        return isinstance(out, torch.Tensor) and out.requires_grad
+
+    # --------------------------------------------------------------- building --
+    def _build(self, input_dim: int, output_dim: int, num_data: int | None = None) -> None:
+        super()._build(input_dim, output_dim)
+        Q = self.num_latent
+        lik = self.likelihood
+        if lik.latent_dim == 1 and output_dim > 1 and Q != output_dim:
+            raise ValueError(f"{output_dim} target columns need num_latent={output_dim}, got {Q}")
+        if num_data is not None:
+            self.num_data = int(num_data)
+        if self.dense:
+            if self.num_data is None:
+                raise ValueError("dense=True needs the number of training points")
+            M = self.num_data
+        elif self.num_inducing is not None:
+            M = self.num_inducing
+        else:
+            M = max(1, math.ceil(self.sparsity * self.num_data))
+        self.M = M
+        self.kernel.build(input_dim, (Q,), self.dtype_, self.device_)
+        zshape = (M, input_dim) if self.shared_inducing else (Q, M, input_dim)
+        if self.dense:
+            self.register_buffer("Z", torch.zeros(zshape, dtype=self.dtype_))
+        else:
+            self.Z = nn.Parameter(
+                torch.zeros(zshape, dtype=self.dtype_), requires_grad=self.learn_inducing
+            )
+        self.q = MixtureVariational(
+            self.num_components, Q, M, self.covariance, dtype=self.dtype_, device=self.device_
+        )
+        pm = torch.zeros(Q, dtype=self.dtype_)
+        if self.prior_mean_arg is not None:
+            if len(self.prior_mean_arg) != Q:
+                raise ValueError(f"prior_mean has {len(self.prior_mean_arg)} values for Q={Q}")
+            pm = torch.tensor(self.prior_mean_arg, dtype=self.dtype_)
+        self.register_buffer("prior_mean", pm)
+        if self.parameterization == "lambda":
+            N = self.num_data or 0
+            self.register_buffer("X_train", torch.zeros(N, input_dim, dtype=self.dtype_))
+            self.lambda_raw = nn.Parameter(torch.zeros(Q, N, dtype=self.dtype_))
+            self.q.sqrt_raw.requires_grad_(False)
+        if not self.learn_hyperparameters:
+            for p in self.kernel.parameters():
+                p.requires_grad_(False)
+        self.to(dtype=self.dtype_, device=self.device_)
+
+    def _validate_sizes(self, N: int) -> None:
+        if self.dense and N != self.num_data:
+            raise ValueError(f"this dense model was built for {self.num_data} points, got {N}")
+        if self._init_Z is not None and self._init_Z.shape[-1] != self.input_dim:
+            raise ValueError(f"Z has {self._init_Z.shape[-1]} columns but X has {self.input_dim}")
+        if not self.dense and self._init_Z is None and self.M > N:
+            raise ValueError(
+                f"num_inducing={self.M} is larger than the {N} training points; "
+                f"use num_inducing <= {N} or dense=True"
+            )
+
+    def _init_from_data(self, X, y):
+        super()._init_from_data(X, y)
+        with torch.no_grad():
+            if self.prior_variance_arg is not None:
+                raw = getattr(self.kernel, "raw_variance", None)
+                if raw is None or raw.shape != (self.num_latent,):
+                    raise ValueError("prior_variance needs a stationary kernel (rbf, matern..)")
+                pv = torch.tensor(self.prior_variance_arg, dtype=torch.float64)
+                if pv.numel() != self.num_latent:
+                    raise ValueError(
+                        f"prior_variance has {pv.numel()} values for Q={self.num_latent}"
+                    )
+                raw.copy_(inv_softplus(pv).to(raw))
+            if hasattr(self.likelihood, "init_offset"):
+                self.likelihood.init_offset(y)
+            if self.dense:
+                self.Z.copy_(X)
+            elif self._init_Z is not None:
+                self.Z.copy_(self._init_Z.to(self.Z).expand_as(self.Z))
+            else:
+                Z = initial_inducing(X, self.M, self.inducing_init)
+                self.Z.copy_(Z.expand_as(self.Z))
+            if self.parameterization == "lambda":
+                self.X_train.copy_(X)
+                self.lambda_raw.fill_(float(inv_softplus(1.0)))
+            Lzz = self.prior_factor()
+            spread = 0.5 if self.num_components > 1 else 0.0
+            self.q.init_from_prior(Lzz, self.init_cov_scale, spread, self.whiten)
+
+    # -------------------------------------------------------------- posterior --
+    def prior_factor(self) -> torch.Tensor:
+        """Cholesky factor of Kzz ``(Q, M, M)``; the jitter used goes to ``last_jitter``."""
+        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")
+        return L
+
+    def _q_parts(self, Lzz: torch.Tensor):
+        """``(weights, means, sqrt, logdet)`` of q(u); sqrt ``(K, Q, M, M)`` or ``(K, Q, M)``."""
+        q = self.q
+        means = q.means
+        if self.whiten:  # m = Lzz v: the same ELBO, better conditioned for the optimiser
+            means = (Lzz @ q.means.unsqueeze(-1)).squeeze(-1)
+        if self.parameterization == "lambda":
+            # Theorem 2: S = Lzz (I + G G^T)^-1 Lzz^T, G = Lzz^-1 Kzx Lambda^1/2 (Q, M, N)
+            lam = softplus(self.lambda_raw)
+            G = solve_lower(Lzz, self.kernel(self.Z, self.X_train)) * lam.sqrt()[:, None, :]
+            eye = torch.eye(self.M, dtype=self.dtype_, device=self.device_)
+            LG, _ = cholesky(eye + G @ G.mT, "I + G G^T")
+            R = solve_lower(LG, Lzz.mT).mT  # Lzz LG^-T, (Q, M, M)
+            logdet = 2.0 * (
+                Lzz.diagonal(dim1=-2, dim2=-1).log() - LG.diagonal(dim1=-2, dim2=-1).log()
+            ).sum(-1)
+            return q.weights, means, R[None], logdet[None]
+        if self.whiten and not q.is_diag:
+            logdet_L = 2.0 * Lzz.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+            return q.weights, means, Lzz @ q.sqrt(), q.logdet() + logdet_L
+        return q.weights, means, q.sqrt(), q.logdet()
+
+    def kl_terms(self, Lzz: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(L_ent bound, L_cross)``: their sum is the (lower bound on) ``-KL``."""
+        Lzz = self.prior_factor() if Lzz is None else Lzz
+        w, m, R, logdet = self._q_parts(Lzz)
+        return entropy_bound(w, m, R, self.q.is_diag, logdet), cross_entropy(
+            w, m, R, self.q.is_diag, Lzz
+        )
+
+    def _marginals(self, X: torch.Tensor, Lzz: torch.Tensor, parts) -> tuple:
+        """Component marginals of q(f_n): mean, var ``(K, B, Q)`` (prior mean included)."""
+        w, m, R, _ = parts
+        mean, var = component_marginals(
+            m, R, self.q.is_diag, Lzz, self.kernel(self.Z, X), self.kernel.diag(X)
+        )
+        return mean.mT + self.prior_mean, var.mT
+
+    def _dense_marginals(self, parts) -> tuple:
+        """Free-form case (Z = X): ``b = m``, ``Sigma = diag S``, ``(K, N, Q)``."""
+        w, m, R, _ = parts
+        var = R.square() if self.q.is_diag else R.square().sum(-1)
+        return m.mT + self.prior_mean, var.mT
+
+    # ---------------------------------------------------------------- the ELL --
+    def _draws(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """Standard normal draws; fixed within one optimiser step (common random numbers,
+        so L-BFGS line searches see one objective), fresh across steps."""
+        gen = torch.Generator(device="cpu")
+        gen.manual_seed(self._sample_seed)
+        return torch.randn(shape, generator=gen, dtype=self.dtype_).to(self.device_)
+
+    def _next_draws(self, info=None) -> None:
+        self._sample_seed += 1
+
+    def _eval_log_lik(self, y: torch.Tensor, f: torch.Tensor, grad: bool) -> torch.Tensor:
+        """``log p(y_n | f)`` for ``f`` ``(S, K, B, Q)``, returns ``(S, K, B)``."""
+        fin = f[..., 0] if (self.likelihood.latent_dim == 1 and f.shape[-1] == 1) else f
+        lik = self.likelihood
+        if isinstance(lik, CallableLikelihood) and not grad:
+            out = self._call_black_box(y, fin)
+        elif grad:
+            out = lik.log_prob(y, fin)
+        else:
+            with torch.no_grad():
+                out = lik.log_prob(y, fin)
+        if out.ndim == fin.ndim and out.shape[-1] == f.shape[-1] and fin.ndim == 4:
+            out = out.sum(-1)  # independent outputs
+        return out
+
+    def _call_black_box(self, y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        fn = self.likelihood.fn
+        with torch.no_grad():
+            if self._numpy_likelihood is None:
+                try:
+                    out = fn(y.cpu().numpy(), f.cpu().numpy())
+                    self._numpy_likelihood = True
+                except Exception:  # noqa: BLE001 -- not numpy code: fall back to torch
+                    self._numpy_likelihood = False
+                    out = fn(y, f)
+            elif self._numpy_likelihood:
+                out = fn(y.cpu().numpy(), f.cpu().numpy())
+            else:
+                out = fn(y, f)
+        if isinstance(out, torch.Tensor):
+            return out.detach().to(dtype=self.dtype_, device=self.device_)
+        return torch.as_tensor(np.asarray(out, dtype=np.float64), device=self.device_).to(
+            self.dtype_
+        )
+
+    def expected_log_lik(
+        self, y: torch.Tensor, weights: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
+    ) -> torch.Tensor:
+        """Monte Carlo estimate of ``sum_n sum_k pi_k E_{q_k(n)}[log p(y_n | f_n)]`` (scalar)
+        from per-component marginals ``(K, B, Q)``; differentiable by the chosen estimator."""
+        S = self.num_samples
+        eps = self._draws((S,) + tuple(mean.shape))  # (S, K, B, Q)
+        sd = var.sqrt()
+        if self.resolved_estimator() == "reparam":
+            lp = self._eval_log_lik(y, mean + sd * eps, grad=True)  # (S, K, B)
+            return (weights * lp.mean(0).sum(-1)).sum()
+        return self._score_surrogate(y, weights, mean, var, eps)
+
+    def _score_surrogate(self, y, weights, mean, var, eps):
+        """Value: the ELL estimate.  Gradient: the score-function estimator (A.5.1-A.5.5)."""
+        f = (mean + var.sqrt() * eps).detach()
+        lik_params = [p for p in self.likelihood.parameters() if p.requires_grad]
+        lp = self._eval_log_lik(y, f, grad=bool(lik_params))  # (S, K, B)
+        L = lp.detach()[..., None]  # (S, K, B, 1)
+        with torch.no_grad():
+            v = var.detach()
+            h_b = eps / v.sqrt()  # d log q / d b
+            h_v = (eps.square() - 1.0) / (2.0 * v)  # d log q / d Sigma
+            G_b = self._cv_mean(h_b, L)
+            G_v = self._cv_mean(h_v, L)
+        w_det = weights.detach()[:, None, None]
+        local = (w_det * (G_b * mean + G_v * var)).sum()
+        ell_k = L[..., 0].mean(0).sum(-1)  # (K,)
+        value = (weights * ell_k).sum()  # gradient wrt pi: E_k[log p]
+        out = value + (local - local.detach())
+        if lp.requires_grad:  # likelihood parameters: grad_phi log p at the draws (A.5.5)
+            phi = (weights.detach()[:, None] * lp.mean(0)).sum()
+            out = out + (phi - phi.detach())
+        return out
+
+    def _cv_mean(self, h: torch.Tensor, L: torch.Tensor) -> torch.Tensor:
+        """``mean_s h_s (L_s - a_s)`` per (k, n, j) (A.5.7).
+
+        ``a = Cov(h L, h) / Var(h) = E[h^2 L] / E[h^2]`` (the score has mean zero) is
+        estimated leaving draw s out, so that ``a_s`` is independent of draw s and the
+        corrected estimator stays unbiased.
+        """
+        g = h * L
+        S = h.shape[0]
+        if not self.control_variates or S < 3:
+            return g.mean(0)
+        h2 = h.square()
+        num = (h2 * L).sum(0) - h2 * L
+        den = (h2.sum(0) - h2).clamp_min(1e-300)
+        return (h * (L - num / den)).mean(0)
+
+    # -------------------------------------------------------------- objective --
+    def _batch_parts(self, X: torch.Tensor, Lzz: torch.Tensor):
+        """``(weights, mean, var)`` of the batch's component marginals ``(K, B, Q)``."""
+        parts = self._q_parts(Lzz)
+        if self.dense:
+            if X.shape[0] != self.M or not torch.equal(X, self.Z):
+                raise ValueError(
+                    "dense=True trains on the full training set in its original order "
+                    "(no minibatches): use batch_size=None"
+                )
+            mean, var = self._dense_marginals(parts)
+        else:
+            mean, var = self._marginals(X, Lzz, parts)
+        return parts[0], mean, var
+
+    def expected_log_lik_batch(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Monte Carlo ELL of a batch (scaled targets), differentiable by the estimator."""
+        Lzz = self.prior_factor()
+        return self.expected_log_lik(y, *self._batch_parts(X, Lzz))
+
+    def objective(self, X, y, num_data):
+        """Minibatch ELBO estimate ``L_ent + L_cross + N/|B| sum_B ELL_n``."""
+        Lzz = self.prior_factor()
+        ent, cross = self.kl_terms(Lzz)
+        ell = self.expected_log_lik(y, *self._batch_parts(X, Lzz))
+        return ent + cross + ell * (num_data / X.shape[0])
+
+    def elbo(self, X, y, num_samples: int | None = None) -> float:
+        """ELBO estimate on the full data, in the targets' original units."""
+        self._require_built()
+        Xt = self._check_X(X)
+        yt = self._scale_y(self._check_y(y, Xt.shape[0]))
+        old = self.num_samples
+        self.num_samples = num_samples or old
+        try:
+            with torch.no_grad():
+                val = float(self.objective(Xt, yt, Xt.shape[0]))
+        finally:
+            self.num_samples = old
+        return val - Xt.shape[0] * self._log_scale_sum()
+
+    # -------------------------------------------------------------------- fit --
+    def _check_y(self, y, num_data, name="y"):
+        """Targets; multi-column targets are accepted for several latents when the likelihood
+        declares ``num_outputs`` (GPRN, user forward models) or is a plain function."""
+        P = getattr(self.likelihood, "num_outputs", None)
+        black_box = isinstance(self.likelihood, CallableLikelihood)
+        if self.likelihood.latent_dim == 1 or (P is None and not black_box):
+            return super()._check_y(y, num_data, name)
+        yt = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_)
+        cols = 1 if yt.ndim == 1 else yt.shape[1]
+        if self.output_dim is not None and cols != self.output_dim:
+            raise ValueError(
+                f"{name} has {cols} output column(s) but the model was trained with "
+                f"{self.output_dim}"
+            )
+        if P is not None and cols != P:
+            raise ValueError(f"{name} must have {P} columns for this likelihood, got {cols}")
+        return self.likelihood.validate_targets(yt, name)
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        alternate: bool = False,
+        global_iters: int = 20,
+        inner_steps: int = 25,
+        global_tol: float = 1e-6,
+        paper_adadelta: bool = True,
+        **kwargs: Any,
+    ) -> SAVIGP:
+        """Fit; keyword arguments as :meth:`GPModel.fit`.
+
+        ``alternate=True`` runs the paper's global loop (notes A.10): each parameter group
+        (variational, hyperparameters, likelihood, inducing inputs) is optimised for
+        ``inner_steps`` with the others fixed, for up to ``global_iters`` rounds, stopping
+        when the objective changes by less than ``global_tol`` (relative).
+        ``optimizer="adadelta"`` uses the paper's decay 0.95 and epsilon 1e-6
+        (``paper_adadelta``) and lr 1.0 unless ``lr`` is given.
+        """
+        if not self.built:
+            Xt = self._check_X(X)
+            self.num_data = int(Xt.shape[0])
+        if kwargs.get("optimizer") == "lbfgs" and kwargs.get("batch_size") is None:
+            kwargs["batch_size"] = len(X)  # L-BFGS is a full-batch method
+        if kwargs.get("optimizer") == "adadelta" and kwargs.get("lr") is None:
+            kwargs["lr"] = 1.0
+        callbacks = tuple(kwargs.pop("callbacks", ())) + (self._next_draws,)
+        ctx = _paper_adadelta() if paper_adadelta else contextlib.nullcontext()
+        with ctx:
+            if not alternate:
+                return super().fit(X, y, callbacks=callbacks, **kwargs)
+            return self._fit_alternating(
+                X, y, global_iters, inner_steps, global_tol, callbacks, kwargs
+            )
+
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        """The paper's groups: variational, hyperparameters, likelihood, inducing inputs."""
+        groups = {
+            "variational": list(self.q.parameters())
+            + ([self.lambda_raw] if self.parameterization == "lambda" else []),
+            "hyperparameters": list(self.kernel.parameters()),
+            "likelihood": list(self.likelihood.parameters()),
+            "inducing": [self.Z] if isinstance(self.Z, nn.Parameter) else [],
+        }
+        return {k: [p for p in v if p.requires_grad] for k, v in groups.items()}
+
+    def _fit_alternating(self, X, y, global_iters, inner_steps, global_tol, callbacks, kwargs):
+        kwargs = dict(kwargs)
+        kwargs.pop("epochs", None)
+        kwargs.pop("max_steps", None)
+        if not self.built:  # build and initialise with a zero-step budget pass
+            init_kw = {**kwargs, "optimizer": "adam", "lr": 1e-12}
+            super().fit(X, y, max_steps=1, callbacks=callbacks, **init_kw)
+        groups = {k: v for k, v in self.parameter_groups().items() if v}
+        everything = [p for p in self.parameters() if p.requires_grad]
+        history, prev = None, None
+        try:
+            for _ in range(int(global_iters)):
+                for params in groups.values():
+                    keep = {id(p) for p in params}
+                    for p in everything:
+                        p.requires_grad_(id(p) in keep)
+                    super().fit(X, y, max_steps=inner_steps, callbacks=callbacks, **kwargs)
+                    h = self.history_
+                    if history is None:
+                        history = h
+                    else:
+                        history.objective += h.objective
+                        history.steps += h.steps
+                        history.seconds += h.seconds
+                        history.events += h.events
+                for p in everything:
+                    p.requires_grad_(True)
+                cur = history.objective[-1] if history.objective else None
+                if cur is not None and prev is not None:
+                    if abs(cur - prev) <= global_tol * max(abs(prev), 1.0):
+                        history.stopped = "converged (global loop)"
+                        break
+                prev = cur
+        finally:
+            for p in everything:
+                p.requires_grad_(True)
+        if history is not None and not history.stopped.startswith("converged"):
+            history.stopped = "global iteration budget reached"
+        self.history_ = history
+        return self
+
+    # ------------------------------------------------------------- prediction --
+    def _compute_cache(self):
+        Lzz = self.prior_factor()
+        return Lzz, self._q_parts(Lzz)
+
+    def component_marginals(self, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-component latent marginals at ``X``: weights ``(K,)``, mean and var
+        ``(K, N, Q)`` (scaled-target units)."""
+        self._require_built()
+        Xt = self._check_X(X)
+        Lzz, parts = self._prediction_cache()
+        with torch.no_grad():
+            m, v = self._marginals(Xt, Lzz, parts)
+        return parts[0].detach().cpu().numpy(), m.cpu().numpy(), v.cpu().numpy()
+
+    def _predict_f_chunk(self, X, cache):
+        Lzz, parts = cache
+        m, v = self._marginals(X, Lzz, parts)  # (K, B, Q)
+        w = parts[0][:, None, None]
+        mean = (w * m).sum(0)
+        var = (w * (v + m.square())).sum(0) - mean.square()
+        return mean, var.clamp_min(0)
+
+    def _comp_lik_args(self, m, v):
+        if self.likelihood.latent_dim == 1 and m.shape[-1] == 1:
+            return m[..., 0], v[..., 0]
+        return m, v
+
+    def _mc_draws(self, m, v, n):
+        eps = torch.randn((n,) + tuple(m.shape), dtype=m.dtype, device=m.device)
+        return m + v.sqrt() * eps
+
+    def predict_y(self, X, chunk_size=None, as_numpy=True):
+        """Predictive mean and variance of y: a mixture over components (class
+        probabilities for classification).  Black-box likelihoods: Monte Carlo."""
+        self._require_built()
+        Xt = self._check_X(X)
+        cache = self._prediction_cache()
+        w = cache[1][0].detach()
+        means, vars_ = [], []
+        with torch.no_grad():
+            for xc in self._chunks(Xt, chunk_size):
+                m, v = self._marginals(xc, *cache)  # (K, B, Q)
+                my, vy = self.likelihood.predictive_moments(*self._comp_lik_args(m, v))
+                ww = w.reshape((-1,) + (1,) * (my.ndim - 1))
+                mean = (ww * my).sum(0)
+                var = (ww * (vy + my.square())).sum(0) - mean.square()
+                means.append(mean)
+                vars_.append(var.clamp_min(0))
+        m, v = torch.cat(means), torch.cat(vars_)
+        if self._uses_scaling():
+            s, mu = self.y_scale, self.y_mean
+            if m.ndim == 1:
+                s, mu = s[0], mu[0]
+            m, v = m * s + mu, v * s**2
+        return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
+
+    def log_predictive_density(self, X, y, chunk_size=None, as_numpy=True):
+        """``log sum_k pi_k p_k(y_n | x_n)`` per test point ``(N,)``; the component
+        densities use the likelihood's integrator (closed form, quadrature or Monte Carlo),
+        or Monte Carlo with ``pred_samples`` draws for black-box likelihoods."""
+        self._require_built()
+        Xt = self._check_X(X)
+        ys = self._scale_y(self._check_y(y, Xt.shape[0]))
+        cache = self._prediction_cache()
+        logw = cache[1][0].detach().log()
+        out = []
+        cs = chunk_size or 4096
+        with torch.no_grad():
+            for s in range(0, Xt.shape[0], cs):
+                m, v = self._marginals(Xt[s : s + cs], *cache)
+                yc = ys[s : s + cs]
+                if isinstance(self.likelihood, CallableLikelihood):
+                    f = self._mc_draws(m, v, self.pred_samples)  # (S, K, B, Q)
+                    lp = self._eval_log_lik(yc, f, grad=False)
+                    lp = torch.logsumexp(lp, 0) - math.log(f.shape[0])  # (K, B)
+                else:
+                    lp = self.likelihood.predictive_log_density(yc, *self._comp_lik_args(m, v))
+                    if lp.ndim > 2:
+                        lp = lp.sum(-1)
+                out.append(torch.logsumexp(logw[:, None] + lp, 0))
+        lpd = torch.cat(out) - self._log_scale_sum()
+        return self._to_output(lpd, as_numpy)

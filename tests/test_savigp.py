@@ -1,0 +1,342 @@
+"""SAVIGP: the mixture family, both gradient estimators, dense/sparse/Theorem-2 modes
+against exact GP regression, black-box likelihoods, save/load and bad input."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import latentgp as lg
+from latentgp.likelihoods import Gaussian
+from latentgp.models.savigp import _paper_adadelta, parse_posterior
+from latentgp.variational import mixture as mx
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small tensors: one torch thread avoids OpenMP spin-waits on a busy 2-core machine."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _data(N=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.sort(rng.uniform(-3, 3, N))[:, None]
+    y = np.sin(2 * X[:, 0]) + 0.3 * rng.standard_normal(N)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def exact():
+    X, y = _data()
+    return X, y, lg.ExactGP().fit(X, y)
+
+
+def _copy_hypers(model, ex):
+    with torch.no_grad():
+        model.kernel.raw_lengthscale.copy_(ex.kernel.raw_lengthscale)
+        model.kernel.raw_variance.copy_(ex.kernel.raw_variance)
+        model.likelihood.raw_variance.copy_(ex.likelihood.raw_variance)
+    for p in list(model.kernel.parameters()) + list(model.likelihood.parameters()):
+        p.requires_grad_(False)
+
+
+def _fit_fixed_hypers(exact, steps=60, **kw):
+    X, y, ex = exact
+    m = lg.SAVIGP(**kw)
+    m.fit(X, y, max_steps=1, lr=1e-12, seed=0)  # build + initialise
+    _copy_hypers(m, ex)
+    m.fit(X, y, optimizer="lbfgs", lr=1.0, max_steps=steps, seed=0)
+    return m
+
+
+@pytest.fixture(scope="module")
+def dense_fg(exact):
+    return _fit_fixed_hypers(exact, dense=True, posterior="fg", num_samples=300)
+
+
+def _check_matches_exact(m, ex):
+    Xs = np.linspace(-3.5, 3.5, 30)[:, None]
+    me, ve = ex.predict_y(Xs)
+    mu, v = m.predict_y(Xs)
+    assert np.max(np.abs(mu - me)) < 0.05
+    assert np.max(np.abs(v / ve - 1)) < 0.15
+
+
+# ------------------------------------------------------------ exact GP limits ----
+def test_dense_fg_matches_exact_gp(exact, dense_fg):
+    """Appendix G.2: dense FG with a Gaussian likelihood is GP regression (MC tolerance)."""
+    _check_matches_exact(dense_fg, exact[2])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"num_inducing": 40, "posterior": "fg", "inducing_init": "random"},
+        {"dense": True, "posterior": "fg", "parameterization": "lambda"},
+    ],
+)
+def test_other_fg_modes_match_exact_gp(exact, kw):
+    _check_matches_exact(_fit_fixed_hypers(exact, num_samples=300, **kw), exact[2])
+
+
+@pytest.mark.slow
+def test_theorem2_lambda_is_noise_precision(exact):
+    """For a Gaussian likelihood the optimal Lambda of Theorem 2 is I / sigma^2."""
+    m = _fit_fixed_hypers(
+        exact, dense=True, posterior="fg", parameterization="lambda", num_samples=300
+    )
+    lam = torch.nn.functional.softplus(m.lambda_raw).detach().numpy()
+    target = 1.0 / float(m.likelihood.variance)
+    assert np.median(np.abs(lam / target - 1)) < 0.15
+
+
+def test_dense_elbo_matches_marginal_likelihood(exact, dense_fg):
+    """At the optimum, ELBO = log p(y) - (N/2)(1 - log 2) (the K=1 entropy-bound gap)."""
+    X, y, ex = exact
+    gap = 0.5 * len(y) * (1 - math.log(2))
+    elbo = dense_fg.elbo(X, y, num_samples=20000)
+    assert abs(elbo - (ex.log_marginal_likelihood() - gap)) < 1.0
+
+
+def test_dense_unwhitened_ell_independent_of_hyperparameters(exact):
+    """Dense, paper parameterisation: the hyperparameter gradient is the cross-entropy's."""
+    X, y, _ = exact
+    m = lg.SAVIGP(dense=True, posterior="fg", whiten=False, num_samples=5)
+    m.fit(X, y, max_steps=1, lr=1e-12, seed=0)
+    Xt = torch.as_tensor(X)
+    yt = m._scale_y(torch.as_tensor(y))
+    m.zero_grad()
+    m.objective(Xt, yt, len(y)).backward()
+    g_full = m.kernel.raw_lengthscale.grad.clone()
+    m.zero_grad()
+    sum(m.kl_terms()).backward()
+    assert torch.allclose(g_full, m.kernel.raw_lengthscale.grad, rtol=1e-10, atol=1e-12)
+
+
+# --------------------------------------------------------- gradient estimators ----
+def _grads(model, X, y, seed):
+    model._sample_seed = seed
+    model.zero_grad()
+    model.expected_log_lik_batch(X, y).backward()
+    return torch.cat([model.q.means.grad.reshape(-1), model.q.sqrt_raw.grad.reshape(-1)])
+
+
+def _estimator_model(estimator, cv, shift=0.0):
+    X, y = _data(12, seed=1)
+
+    def loglik(yv, f):  # torch Gaussian log density, optionally shifted by a constant
+        return -0.5 * (yv - f) ** 2 / 0.1 - 0.5 * math.log(2 * math.pi * 0.1) + shift
+
+    m = lg.SAVIGP(
+        num_inducing=5,
+        likelihood=loglik,
+        posterior="mog2",
+        estimator=estimator,
+        control_variates=cv,
+        num_samples=10,
+        normalize_y=False,
+    )
+    m.fit(X, y, max_steps=1, lr=1e-12, seed=3)
+    return m, torch.as_tensor(X), torch.as_tensor(y)
+
+
+def _exact_grad(m, X, y, shift=0.0):
+    m.zero_grad()
+    w, mean, var = m._batch_parts(X, m.prior_factor())
+    ell = Gaussian(variance=0.1).expected_log_prob(y, mean[..., 0], var[..., 0]).sum(-1)
+    (w * (ell + shift * len(y))).sum().backward()
+    return torch.cat([m.q.means.grad.reshape(-1), m.q.sqrt_raw.grad.reshape(-1)])
+
+
+def _sample_grads(estimator, cv, R=120, shift=0.0):
+    m, X, y = _estimator_model(estimator, cv, shift)
+    G = torch.stack([_grads(m, X, y, s) for s in range(R)])
+    return G, _exact_grad(m, X, y, shift)
+
+
+def _max_z(G, exact_g):
+    se = G.std(0) / math.sqrt(G.shape[0])
+    return float(((G.mean(0) - exact_g) / se.clamp_min(1e-8)).abs().max())
+
+
+def test_score_and_reparam_agree_in_expectation():
+    """Both estimators (and score + control variates) are unbiased for the exact gradient
+    of the closed-form Gaussian ELL: every coordinate within 4.5 standard errors."""
+    for estimator, cv in (("reparam", False), ("score", False), ("score", True)):
+        G, exact_g = _sample_grads(estimator, cv)
+        assert _max_z(G, exact_g) < 4.5, (estimator, cv)
+
+
+def test_control_variates_reduce_variance():
+    """Measurably lower variance; by orders of magnitude when log p has a large offset."""
+    G0, _ = _sample_grads("score", cv=False)
+    G1, _ = _sample_grads("score", cv=True)
+    assert G1.var(0).sum() < 0.9 * G0.var(0).sum()
+    # an offset of log p (here -30 per point) inflates the plain score estimator but not
+    # the corrected one: its variance stays near the unshifted corrected variance
+    G0s, _ = _sample_grads("score", cv=False, shift=-30.0)
+    G1s, exact_g = _sample_grads("score", cv=True, shift=-30.0)
+    assert G1s.var(0).sum() < 0.35 * G0s.var(0).sum()
+    assert G1s.var(0).sum() < 1.5 * G1.var(0).sum()
+    assert _max_z(G1s, exact_g) < 4.5
+
+
+# ------------------------------------------------------------- mixture family ----
+def _random_mixture(K=3, Q=2, M=3, diag=False, seed=0):
+    torch.manual_seed(seed)
+    w = torch.softmax(torch.randn(K, dtype=torch.float64), 0)
+    means = torch.randn(K, Q, M, dtype=torch.float64)
+    if diag:
+        sqrt = 0.3 + torch.rand(K, Q, M, dtype=torch.float64)
+    else:
+        sqrt = torch.tril(0.3 * torch.randn(K, Q, M, M, dtype=torch.float64))
+        sqrt = sqrt + torch.diag_embed(0.5 + torch.rand(K, Q, M, dtype=torch.float64))
+    return w, means, sqrt
+
+
+@pytest.mark.parametrize("diag", [False, True])
+def test_entropy_bound_below_true_entropy(diag):
+    w, means, sqrt = _random_mixture(diag=diag)
+    u = mx.sample(w, means, sqrt, diag, 40000)
+    lq = mx.log_density(u, w, means, sqrt, diag)
+    H, se = float(-lq.mean()), float(lq.std() / math.sqrt(len(lq)))
+    bound = float(mx.entropy_bound(w, means, sqrt, diag))
+    assert bound < H + 3 * se
+
+
+def test_entropy_bound_single_gaussian_gap():
+    w, means, sqrt = _random_mixture(K=1)
+    Q, M = means.shape[1:]
+    logdet = 2 * sqrt.diagonal(dim1=-2, dim2=-1).log().sum()
+    true = 0.5 * (Q * M * math.log(2 * math.pi * math.e) + logdet)
+    bound = mx.entropy_bound(w, means, sqrt, False)
+    assert torch.allclose(bound, true - 0.5 * Q * M * (1 - math.log(2)))
+
+
+@pytest.mark.parametrize("diag", [False, True])
+def test_cross_entropy_exact_vs_monte_carlo(diag):
+    w, means, sqrt = _random_mixture(diag=diag, seed=2)
+    Q, M = means.shape[1:]
+    A = torch.randn(Q, M, M, dtype=torch.float64)
+    Kzz = A @ A.mT + M * torch.eye(M, dtype=torch.float64)
+    Lzz = torch.linalg.cholesky(Kzz)
+    u = mx.sample(w, means, sqrt, diag, 40000)  # (n, Q, M)
+    prior = torch.distributions.MultivariateNormal(
+        torch.zeros(Q, M, dtype=torch.float64), scale_tril=Lzz
+    )
+    lp = prior.log_prob(u).sum(-1)
+    exact = float(mx.cross_entropy(w, means, sqrt, diag, Lzz))
+    assert abs(exact - float(lp.mean())) < 4 * float(lp.std()) / math.sqrt(len(lp))
+
+
+def test_marginals_match_joint_covariance():
+    w, means, sqrt = _random_mixture(K=2, Q=2, M=4)
+    X = torch.linspace(-1, 1, 5, dtype=torch.float64)[:, None]
+    Z = torch.linspace(-1.2, 1.2, 4, dtype=torch.float64)[:, None]
+    k = lg.kernels.RBF(lengthscale=0.7).build(1, (2,))
+    Kzz = k(Z) + 1e-8 * torch.eye(4, dtype=torch.float64)
+    Lzz = torch.linalg.cholesky(Kzz)
+    mean, var = mx.component_marginals(means, sqrt, False, Lzz, k(Z, X), k.diag(X))
+    A = torch.linalg.solve(Kzz, k(Z, X))  # (Q, M, B), test-only reference
+    S = sqrt @ sqrt.mT
+    cov = k(X) - k(Z, X).mT @ A + A.mT @ S @ A  # (K, Q, B, B)
+    assert torch.allclose(mean, torch.einsum("kqm,qmb->kqb", means, A), atol=1e-8)
+    assert torch.allclose(var, cov.diagonal(dim1=-2, dim2=-1), atol=1e-8)
+
+
+# ------------------------------------------------------------ black-box / misc ----
+def test_numpy_black_box_likelihood_trains_without_torch_gradients(exact):
+    X, y, ex = exact
+    calls = []
+
+    def loglik(yv, f):  # numpy only, non-differentiable floor to prove no autograd
+        assert isinstance(yv, np.ndarray) and isinstance(f, np.ndarray)
+        calls.append(f.shape)
+        return -0.5 * (yv - f) ** 2 / 0.1 - 0.5 * np.log(2 * np.pi * 0.1) + 0 * np.floor(f)
+
+    m = lg.SAVIGP(num_inducing=15, likelihood=loglik, posterior="fg", num_samples=30)
+    assert m.resolved_estimator() == "score"
+    m.fit(X, (y - y.mean()) / y.std(), optimizer="adam", lr=0.05, max_steps=100, seed=0)
+    assert calls and m.history_.objective[-1] > m.history_.objective[0] + 10
+    mu, _ = m.predict_f(X)
+    target, _ = ex.predict_f(X)
+    assert np.corrcoef(mu, target)[0, 1] > 0.95
+
+
+def test_softmax_mog2_classifies():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (90, 1))
+    y = np.digitize(X[:, 0], [-1, 1]).astype(float)
+    m = lg.SAVIGP(
+        num_inducing=10, likelihood=lg.likelihoods.Softmax(3), posterior="mog2", num_samples=10
+    )
+    m.fit(X, y, optimizer="adam", lr=0.1, max_steps=100, seed=0)
+    p, _ = m.predict_y(X)
+    assert p.shape == (90, 3) and np.allclose(p.sum(1), 1, atol=1e-6)
+    assert (p.argmax(1) == y).mean() > 0.9
+    lpd = m.log_predictive_density(X, y)
+    assert np.allclose(lpd, np.log(p[np.arange(90), y.astype(int)]), atol=0.05)
+
+
+def test_alternating_fit_and_paper_adadelta():
+    X, y = _data(30)
+    m = lg.SAVIGP(num_inducing=8, posterior="mog1", num_samples=20)
+    m.fit(X, y, alternate=True, global_iters=2, inner_steps=5, optimizer="lbfgs", lr=1.0)
+    assert m.history_.steps == 2 * 4 * 5
+    assert m.history_.objective[-1] > m.history_.objective[0]
+    with _paper_adadelta():
+        opt = importlib.import_module("latentgp.training.fit")._make_optimizer(
+            "adadelta", [torch.nn.Parameter(torch.zeros(1))], 1.0
+        )
+    assert opt.defaults["rho"] == 0.95 and opt.defaults["eps"] == 1e-6
+
+
+def test_save_load_roundtrip(tmp_path):
+    X, y = _data(30)
+    m = lg.SAVIGP(num_inducing=8, posterior="mog2", num_samples=10)
+    m.fit(X, y, max_steps=20, seed=0)
+    path = tmp_path / "savigp.pt"
+    m.save(path)
+    m2 = lg.load(path)
+    assert isinstance(m2, lg.SAVIGP) and m2.num_components == 2
+    a, b = m.predict_y(X), m2.predict_y(X)
+    assert np.allclose(a[0], b[0]) and np.allclose(a[1], b[1])
+    md = lg.SAVIGP(dense=True, parameterization="lambda", num_samples=10).fit(X, y, max_steps=5)
+    md.save(path)
+    assert np.allclose(lg.load(path).predict_y(X)[0], md.predict_y(X)[0])
+
+
+def test_bad_input():
+    X, y = _data(20)
+    with pytest.raises(ValueError, match="posterior"):
+        lg.SAVIGP(posterior="gmm")
+    with pytest.raises(ValueError, match="sparsity"):
+        lg.SAVIGP(sparsity=1.5)
+    with pytest.raises(ValueError, match="estimator"):
+        lg.SAVIGP(estimator="magic")
+    with pytest.raises(ValueError, match="lambda"):
+        lg.SAVIGP(posterior="mog2", parameterization="lambda")
+    with pytest.raises(ValueError, match="num_samples"):
+        lg.SAVIGP(num_samples=0)
+    with pytest.raises(ValueError, match="num_inducing"):
+        lg.SAVIGP(num_inducing=50).fit(X, y, max_steps=1)
+    with pytest.raises(ValueError, match="full training set"):
+        lg.SAVIGP(dense=True).fit(X, y, batch_size=5, max_steps=1)
+    with pytest.raises(ValueError, match="X"):
+        lg.SAVIGP(num_inducing=5).fit(np.full((20, 1), np.nan), y, max_steps=1)
+    assert parse_posterior("mog3") == (3, "diag") and parse_posterior("FG") == (1, "full")
+
+
+def test_sparsity_factor_sets_inducing_count():
+    X, y = _data(40)
+    m = lg.SAVIGP(sparsity=0.2, num_samples=5).fit(X, y, max_steps=2)
+    assert m.M == 8 and m.Z.shape == (8, 1)
+    assert isinstance(m.likelihood, Gaussian)
