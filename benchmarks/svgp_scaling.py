@@ -36,7 +36,7 @@ def epoch_worker(folder: str, n: int, M: int, B: int, threads: int) -> dict:
 
     torch.set_num_threads(threads)
     meta = json.load(open(os.path.join(folder, "meta.json")))
-    shards = [(os.path.join(folder, x), os.path.join(folder, y)) for x, y in meta["shards"]]
+    shards = [(os.path.join(folder, s["X"]), os.path.join(folder, s["y"])) for s in meta["shards"]]
     X0 = np.load(shards[0][0], mmap_mode="r")
     y0 = np.load(shards[0][1], mmap_mode="r")
     model = lg.SVGP(num_inducing=M, normalize_y=False)
