@@ -1,6 +1,7 @@
 """Covariance functions.  ``kernel(X, Z)`` is ``(*batch, N, M)``; ``kernel.diag(X)`` is
 ``(*batch, N)``."""
 
+from . import nystrom
 from .base import Kernel, Product, Scale, Sum, kernel_from_config, kernel_from_name
 from .linear import Linear
 from .periodic import Periodic
@@ -21,4 +22,5 @@ __all__ = [
     "kernel_from_name",
     "kernel_from_config",
     "scaled_sqdist",
+    "nystrom",
 ]
