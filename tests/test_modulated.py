@@ -65,8 +65,9 @@ def test_heteroscedastic_likelihood_terms_equal_quadrature():
             lik.expected_log_prob(y, mean, var), (W * lp).sum((-2, -1)), rtol=0, atol=1e-9
         )
         dens = torch.log((W * lp.exp()).sum((-2, -1)))
-        torch.testing.assert_close(lik.predictive_log_density(y, mean, var), dens, atol=1e-6,
-                                   rtol=0)
+        torch.testing.assert_close(
+            lik.predictive_log_density(y, mean, var), dens, atol=1e-6, rtol=0
+        )
 
 
 def test_smgp_logsumexp_inner_term_equals_monte_carlo():
@@ -133,8 +134,7 @@ def test_shgp_with_w_fixed_at_zero_is_svgp(rng):
         log_w, mm, vv = m._predictive_mixture(Xt, m.prior_factor())
         from latentgp.models.modulated.base import mixture_log_density
 
-        torch.testing.assert_close(mixture_log_density(y, log_w, mm, vv), lpd_s, atol=1e-8,
-                                   rtol=0)
+        torch.testing.assert_close(mixture_log_density(y, log_w, mm, vv), lpd_s, atol=1e-8, rtol=0)
 
 
 def test_smgp_with_one_expert_and_prior_gate_is_svgp(rng):
@@ -228,8 +228,7 @@ def fitted(data):
         "shgp": lg.SHGP(num_inducing=15),
         "svhgp": lg.SVHGP(num_inducing=15),
         "smgp": lg.SMGP(num_experts=2, num_inducing=15, num_samples=4),
-        "slgp": lg.SLGP(num_inducing=15, hidden=(16, 16), num_samples=3,
-                        num_predict_samples=100),
+        "slgp": lg.SLGP(num_inducing=15, hidden=(16, 16), num_samples=3, num_predict_samples=100),
     }
     steps = {"shgp": 400, "svhgp": 400, "smgp": 120, "slgp": 120}
     for k, m in out.items():
@@ -283,13 +282,11 @@ def test_density_quantiles_samples_and_kde_are_consistent(name, fitted, data):
     X2, y2 = data[name][0][:200], data[name][1][:200]
     q2 = m.predict_quantiles(X2, [0.1, 0.5, 0.9])
     s = m.predict_samples(X2, 2000)
-    np.testing.assert_allclose([(s < q2[j]).mean() for j in range(3)], [0.1, 0.5, 0.9],
-                               atol=0.012)
+    np.testing.assert_allclose([(s < q2[j]).mean() for j in range(3)], [0.1, 0.5, 0.9], atol=0.012)
     # the seed's KDE estimator equals scipy's Silverman-rule KDE over the same samples
     kde = m.nlpd_kde(X2[:20], y2[:20], num_samples=300, seed=3)
     s3 = m.predict_samples(X2[:20], 300, seed=3)
-    ref = -np.mean([np.log(stats.gaussian_kde(s3[:, i], "silverman")(y2[i])[0])
-                    for i in range(20)])
+    ref = -np.mean([np.log(stats.gaussian_kde(s3[:, i], "silverman")(y2[i])[0]) for i in range(20)])
     assert abs(kde - ref) < 1e-10
 
 
@@ -402,6 +399,26 @@ def test_svhgp_is_svgp_with_the_heteroscedastic_likelihood(tiny, data):
     svgp.load_state_dict(m.state_dict())
     svgp.eval()
     X, y = data["svhgp"][0][:20], data["svhgp"][1][:20]
-    np.testing.assert_allclose(svgp.log_predictive_density(X, y), m.log_predictive_density(X, y),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        svgp.log_predictive_density(X, y), m.log_predictive_density(X, y), rtol=1e-10, atol=1e-10
+    )
     np.testing.assert_allclose(svgp.predict_y(X)[1], m.predict_y(X)[1], rtol=1e-8)
+
+
+def test_svhgp_predict_f_maps_the_log_variance_back_to_target_units():
+    import numpy as np
+
+    import latentgp as lg
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(200, 1))
+    y = 50.0 + 10.0 * (np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=200))
+    m = lg.SVHGP(num_inducing=10).fit(X, y, max_steps=30, seed=0)
+    mean, var = m.predict_f(X)
+    mean_y, var_y = m.predict_y(X)
+    np.testing.assert_allclose(mean[:, 0], mean_y, rtol=1e-10)
+    # Var[y] = Var[f] + E[exp(g + b)], every term in target units
+    b = float(m.likelihood.log_variance_offset)
+    np.testing.assert_allclose(
+        var_y, var[:, 0] + np.exp(mean[:, 1] + 0.5 * var[:, 1] + b), rtol=1e-8
+    )

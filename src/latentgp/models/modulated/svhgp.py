@@ -7,6 +7,8 @@ GPs (``predict_density``, ``predict_samples``, ``predict_quantiles``, ``nlpd_kde
 
 from __future__ import annotations
 
+import torch
+
 from ...likelihoods.heteroscedastic import HeteroscedasticGaussian
 from ..base import register_model
 from ..svgp import SVGP
@@ -51,6 +53,18 @@ class SVHGP(MixturePredictive, SVGP):
 
     def _default_fit_args(self, N):
         return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512), "max_steps": 2000}
+
+    def predict_f(self, X, chunk_size=None, as_numpy=True):
+        """Marginals of the two latents at ``X``: ``(N, 2)`` means and variances, column 0
+        the mean function f in target units, column 1 the log-variance g in log target
+        units squared (standardisation adds ``2 log s`` to g and leaves its variance)."""
+        self._require_built()
+        m, v = self._latent_raw(self._check_X(X), chunk_size)
+        if self._uses_scaling():
+            s, mu = self.y_scale[0], self.y_mean[0]
+            m = torch.stack([m[:, 0] * s + mu, m[:, 1] + 2.0 * torch.log(s)], 1)
+            v = torch.stack([v[:, 0] * s**2, v[:, 1]], 1)
+        return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
 
     def get_config(self):
         cfg = super().get_config()
