@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+import latentgp as lg
 from latentgp import kernels as K
 
 
@@ -119,3 +120,25 @@ def test_lengthscale_initialised_from_data_scale():
     k.init_from_data(X)
     ls = k.lengthscale.detach()
     assert ls[0] < 1e-4 and ls[1] > 1e5
+
+
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_rbf_cross_covariance_product_form_matches_distance_form(batch):
+    """RBF's one-product cross-covariance equals variance * exp(-r^2/2) in value and grads."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(7, 4, generator=g, dtype=torch.float64) * 3 + 5
+    Z = torch.randn(5, 4, generator=g, dtype=torch.float64) * 3 + 5
+    k = lg.kernels.RBF(lengthscale=[0.7, 1.3, 2.0, 4.0], variance=1.7)
+    k.build(4, batch, torch.float64)
+    K = k(X, Z)
+    ls, var = k.lengthscale[..., None, :], k.variance[..., None, None]
+    r2 = (((X[:, None, :] - Z[None, :, :]) / ls[..., None, :]) ** 2).sum(-1)
+    K_ref = var * torch.exp(-0.5 * r2)
+    torch.testing.assert_close(K, K_ref, rtol=1e-12, atol=1e-14)
+    w = torch.randn(K.shape, generator=g, dtype=torch.float64)
+    g1 = torch.autograd.grad((K * w).sum(), [k.raw_lengthscale, k.raw_variance])
+    g2 = torch.autograd.grad((K_ref * w).sum(), [k.raw_lengthscale, k.raw_variance])
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    Xg = X.clone().requires_grad_(True)
+    torch.autograd.gradcheck(lambda x: k(x, Z), (Xg,))

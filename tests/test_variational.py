@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+import latentgp as lg
 from latentgp.variational import GaussianVariational, conditional_marginals, gaussian_kl
 
 
@@ -65,3 +66,65 @@ def test_conditional_matches_dense_formula(whiten, cov):
     )
     torch.testing.assert_close(mean, mean_ref)
     torch.testing.assert_close(var, var_ref)
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.parametrize("cov", ["full", "diag"])
+def test_quad_form_and_solve_paths_agree_in_values_and_gradients(whiten, cov):
+    """The two ways of computing the marginals ("solve", "quad") are the same function."""
+    Q, M, B = 2, 5, 7
+    q, Kzz, Lzz = _setup(Q, M, whiten=whiten, cov=cov)
+    g = torch.Generator().manual_seed(3)
+    Kzx = torch.randn(Q, M, B, generator=g, dtype=torch.float64)
+    kxx = Kzx.square().sum(1) / M + 3.0
+    w_mu, w_var = torch.randn(2, Q, B, generator=g, dtype=torch.float64)
+    diag = cov == "diag"
+    results = []
+    for mode in ("solve", "quad"):
+        leaves = [t.detach().clone().requires_grad_(True) for t in (Kzx, Lzz)]
+        params = [p for p in q.parameters()]
+        for p in params:
+            p.grad = None
+        with lg.config(marginals=mode):
+            mean, var = conditional_marginals(
+                leaves[0], kxx, leaves[1], q.q_mu, q.q_sqrt_diag() if diag else q.q_sqrt,
+                whiten, diag,
+            )
+        ((mean * w_mu).sum() + (var * w_var).sum()).backward()
+        results.append(
+            [mean.detach(), var.detach(), leaves[0].grad, leaves[1].grad]
+            + [p.grad.clone() for p in params]
+        )
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_quad_form_marginals_gradcheck():
+    from latentgp.variational.conditionals import _QuadFormMarginals
+
+    g = torch.Generator().manual_seed(0)
+    Kzx = torch.randn(2, 4, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    alpha = torch.randn(2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    R0 = torch.randn(2, 4, 4, generator=g, dtype=torch.float64)
+    R = (R0 + R0.mT).requires_grad_(True)
+    # R enters as a symmetric matrix: check the symmetrised function
+    assert torch.autograd.gradcheck(
+        lambda K, a, r: _QuadFormMarginals.apply(K, a, 0.5 * (r + r.mT)), (Kzx, alpha, R)
+    )
+
+
+def test_auto_mode_avoids_quad_form_for_ill_conditioned_kzz():
+    from latentgp.variational.conditionals import _use_quad_form
+
+    Kzx = torch.zeros(1, 3, 10, dtype=torch.float64)
+    good = torch.eye(3, dtype=torch.float64)[None]
+    bad = torch.diag(torch.tensor([1.0, 1.0, 1e-4], dtype=torch.float64))[None]
+    assert _use_quad_form(Kzx, good)
+    assert not _use_quad_form(Kzx, bad)  # pivot ratio^2 = 1e8
+    assert not _use_quad_form(Kzx.float(), good.float())  # float32 keeps the solve path
+    assert not _use_quad_form(Kzx[..., :2], good)  # batch smaller than M
+    with lg.config(marginals="quad"):
+        assert _use_quad_form(Kzx, bad)
+    with pytest.raises(ValueError, match="marginals"):
+        with lg.config(marginals="fast"):
+            pass

@@ -140,6 +140,9 @@ class ExactGP(GPModel):
         alpha = cho_solve(L, Y)  # (N, P)
         return L, alpha
 
+    def _chunk_width(self) -> int:
+        return int(self.X_train.shape[0])
+
     def _predict_f_chunk(self, Xs, cache):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)  # (N, B)
