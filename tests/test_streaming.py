@@ -90,3 +90,69 @@ def test_bad_sources(tmp_path, shards):
         lg.SVGP(num_inducing=5).fit(ShardedArrays(shards), batch_size=100, max_steps=2)
     with pytest.raises(ValueError, match="y is missing"):
         lg.SVGP().fit(np.zeros((3, 1)))
+
+
+def test_parquet_conversion_streams_shards_exactly(tmp_path):
+    """Shard sizes 700/700/600 from row groups of 300 and record batches: every row lands once,
+    in order, as float64 (including an integer column)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    X, y = lg.datasets.gp_draws(2000, input_dim=2, seed=2, noise=0.05)
+    ints = np.arange(2000, dtype=np.int32)
+    pq.write_table(pa.table({"a": X[:, 0], "i": ints, "t": y}), tmp_path / "d.parquet",
+                   row_group_size=300)
+    src = ShardedArrays(tmp_path / "d.parquet", target="t", shard_rows=700)
+    assert [a.shape[0] for a in src.X] == [700, 700, 600]
+    Xr, yr = src.rows(np.arange(2000))
+    np.testing.assert_array_equal(Xr, np.column_stack([X[:, 0], ints.astype(float)]))
+    np.testing.assert_array_equal(yr, y)
+    assert Xr.dtype == np.float64
+
+
+def test_random_reads_release_mapped_pages_beyond_the_budget(shards, monkeypatch):
+    """Random reads count the pages they may map (64 KiB per row and array); past
+    ``max_mapped_bytes`` the mappings are released, and the rows read stay correct."""
+    X, y = _in_memory(shards)
+    file_bytes = 3000 * 3 * 8 + 3000 * 8
+    src = ShardedArrays(shards, max_mapped_bytes=file_bytes - 1)
+    released = []
+    monkeypatch.setattr(src, "_release", lambda s: released.append(s))
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, 3000, 20)
+    Xr, yr = src.rows(idx)  # may map the whole (small) file: over the budget
+    assert sorted(released) == [0, 1, 2]  # every shard released once
+    np.testing.assert_array_equal(Xr, X[idx])
+    np.testing.assert_array_equal(yr, y[idx])
+    # a file smaller than the budget is never released by random reads
+    small = ShardedArrays(shards)
+    monkeypatch.setattr(small, "_release", lambda s: released.append(("small", s)))
+    small.rows(rng.integers(0, 3000, 3000))
+    assert not [r for r in released if isinstance(r, tuple)]
+
+
+def test_released_pages_leave_the_process(tmp_path):
+    """On Linux the file-backed resident memory drops after release_pages."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc/self/status")
+
+    def rss_file_kib():
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("RssFile"):
+                    return int(line.split()[1])
+        pytest.skip("no RssFile line")
+
+    folder = tmp_path / "big"
+    folder.mkdir()
+    np.save(folder / "X_00000.npy", np.ones((400_000, 8)))  # 25.6 MB
+    np.save(folder / "y_00000.npy", np.zeros(400_000))
+    src = ShardedArrays(folder)
+    before = rss_file_kib()
+    src.X[0].sum()  # touch every page of X
+    touched = rss_file_kib()
+    src.release_pages()
+    after = rss_file_kib()
+    assert touched - before > 20_000  # ~25 MB mapped
+    assert touched - after > 20_000  # and dropped again
