@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -199,8 +200,9 @@ def test_datasets_list(capsys):
     assert header == ["name", "task", "source", "splits"]
     assert any(line.split()[0] == "boston" for line in out.splitlines()[1:])
     assert main(["datasets", "list", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert "boston" in {r["name"] for r in rows}
+    result = json.loads(capsys.readouterr().out)  # one JSON object
+    assert "boston" in {r["name"] for r in result["datasets"]}
+    assert result["count"] == len(result["datasets"]) == len(out.splitlines()) - 1
 
 
 # --------------------------------------------------------------------------- errors
@@ -323,7 +325,9 @@ def test_atomic_write_failure_leaves_no_file(tmp_path):
 
 
 # ----------------------------------------------------------------------------- help
-@pytest.mark.parametrize("command", ["fit", "predict", "evaluate", "datasets"])
+@pytest.mark.parametrize(
+    "command", ["fit", "predict", "evaluate", "datasets", "plot", "reproduce"]
+)
 def test_subcommand_help_has_example(command, capsys):
     assert main([command, "--help"]) == 0
     out = capsys.readouterr().out
@@ -335,5 +339,92 @@ def test_python_m_latentgp_help():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: latentgp")
-    for command in ("fit", "predict", "evaluate", "datasets"):
+    for command in ("fit", "predict", "evaluate", "datasets", "plot", "reproduce"):
         assert command in proc.stdout
+
+
+# --------------------------------------------------------------------------- --json
+def test_predict_json(fitted, capsys):
+    out = str(fitted["dir"] / "pred_json.csv")
+    assert main(["predict", "--model-file", fitted["model"], "--data", fitted["test"],
+                 "--out", out, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["n"] == 60 and summary["columns"] == ["mean", "var"]
+    assert summary["outputs"] == {"predictions": out} and "predictions" not in summary
+    rows = _read_rows(out)
+    # without --out the predictions travel inside the one JSON object
+    assert main(["predict", "--model-file", fitted["model"], "--data", fitted["test"],
+                 "--json"]) == 0
+    inline = json.loads(capsys.readouterr().out)
+    assert inline["outputs"] == {}
+    assert inline["predictions"]["mean"] == [float(r[0]) for r in rows[1:]]
+    assert inline["predictions"]["var"] == [float(r[1]) for r in rows[1:]]
+
+
+def test_evaluate_json_has_outputs_and_time(fitted, capsys):
+    out = str(fitted["dir"] / "eval2.json")
+    assert main(["evaluate", "--model-file", fitted["model"], "--data", fitted["test"],
+                 "--metrics", out, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["outputs"] == {"metrics": out} and summary["seconds"] > 0
+    assert summary["rmse"] == pytest.approx(fitted["metrics"]["rmse"], rel=1e-10)
+
+
+# ------------------------------------------------------------------ model builders
+@pytest.mark.parametrize(
+    "name, likelihood, cls, size_attr, size",
+    [
+        ("svgp", "gaussian", "SVGP", "num_inducing", 128),
+        ("exact", "gaussian", "ExactGP", None, None),
+        ("savigp", "gaussian", "SAVIGP", "num_inducing", 128),
+        ("vfe", "gaussian", "SparseGP", "num_inducing", 128),
+        ("fitc", "gaussian", "SparseGP", "num_inducing", 128),
+        ("shgp", "gaussian", "SHGP", "num_inducing", 100),
+        ("slgp", "gaussian", "SLGP", "num_inducing", 100),
+        ("sep", "probit", "SEP", "num_inducing", 50),
+        ("gfitc", "probit", "GFITC", "num_inducing", 50),
+        ("qsgp", "laplace", "QSGP", "num_basis", 1000),
+    ],
+)
+def test_model_builders_table(name, likelihood, cls, size_attr, size):
+    from argparse import Namespace
+
+    builder = cli.MODEL_BUILDERS[name]
+    lik = lg.likelihoods.likelihood_from_name(likelihood)
+    model = builder.build(Namespace(model=name, kernel="matern32", inducing=None), lik)
+    assert type(model).__name__ == cls
+    if size_attr is not None:
+        assert getattr(model, size_attr) == size
+        model = builder.build(Namespace(model=name, kernel="rbf", inducing=7), lik)
+        assert getattr(model, size_attr) == 7
+    if name in ("vfe", "fitc"):
+        assert model.method == name
+
+
+@pytest.mark.parametrize(
+    "name, likelihood, needle",
+    [
+        ("shgp", "bernoulli", "--model shgp is for regression (Gaussian noise)"),
+        ("sep", "gaussian", "--model sep is a binary (probit) classifier"),
+        ("qsgp", "poisson", "--model qsgp supports the gaussian, bernoulli and laplace"),
+    ],
+)
+def test_model_builders_refuse_other_likelihoods(name, likelihood, needle):
+    from argparse import Namespace
+
+    lik = lg.likelihoods.likelihood_from_name(likelihood)
+    with pytest.raises(cli.CLIError, match=re.escape(needle)):
+        cli.MODEL_BUILDERS[name].build(Namespace(model=name, kernel="rbf", inducing=None), lik)
+
+
+def test_predict_progress_bar_in_blocks_gives_the_same_predictions(fitted, capsys, monkeypatch):
+    plain, blocks = str(fitted["dir"] / "plain.csv"), str(fitted["dir"] / "blocks.csv")
+    assert main(["predict", "--model-file", fitted["model"], "--data", fitted["test"],
+                 "--out", plain]) == 0
+    assert "predict [" not in capsys.readouterr().err  # stderr is not a terminal: quiet
+    monkeypatch.setattr(cli, "PREDICT_BLOCK", 25)  # 60 rows: 3 blocks
+    assert main(["predict", "--model-file", fitted["model"], "--data", fitted["test"],
+                 "--out", blocks, "--progress"]) == 0
+    assert "predict [####################] 3/3" in capsys.readouterr().err
+    a, b = np.array(_read_rows(plain)[1:], float), np.array(_read_rows(blocks)[1:], float)
+    np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-12)  # BLAS blocking rounds

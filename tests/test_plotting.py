@@ -122,3 +122,113 @@ def test_missing_matplotlib_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r"pip install latentgp\[plot\]"):
         plotting.plot_objective([1.0, 2.0])
+
+
+# ---------------------------------------------------------------------------- 2-D
+class _Lik:
+    def __init__(self, task):
+        self.task = task
+
+
+class _Closed:
+    """A 'model' with closed-form predictions, to check what the maps show."""
+
+    input_dim, output_dim = 2, 1
+
+    def __init__(self, task="regression", Z=None, probs=None):
+        self.likelihood = _Lik(task)
+        self.Z = Z
+        self.probs = probs
+
+    def predict_y(self, X):
+        X = np.asarray(X)
+        if self.task == "multiclass":
+            return np.tile(self.probs, (X.shape[0], 1)), None
+        if self.task == "binary":
+            return 1.0 / (1.0 + np.exp(-X[:, 0])), None
+        return X[:, 0] + 2.0 * X[:, 1], X[:, 0] ** 2 + 1.0
+
+    @property
+    def task(self):
+        return self.likelihood.task
+
+
+def _png_size(path):
+    import struct
+
+    with open(path, "rb") as fh:
+        head = fh.read(24)
+    assert head[:8] == PNG_SIGNATURE and head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_plot_2d_regression_maps_show_mean_and_sd(tmp_path):
+    rng = np.random.default_rng(5)
+    X = rng.uniform([0, -1], [2, 1], (50, 2))
+    Z = np.array([[0.5, 0.0], [1.5, 0.5]])
+    model = _Closed(Z=Z)
+    fig = plotting.plot_2d(model, X, X[:, 0], path=tmp_path / "m.png", num_grid=30,
+                           figsize=(6, 3), dpi=50, feature_names=("a", "b"))
+    assert _png_size(tmp_path / "m.png") == (300, 150)
+    ax_mean, ax_sd = fig.axes[0], fig.axes[1]
+    mean_img = np.asarray(ax_mean.images[0].get_array())
+    sd_img = np.asarray(ax_sd.images[0].get_array())
+    x0_lo, x0_hi, x1_lo, x1_hi = ax_mean.images[0].get_extent()
+    assert x0_lo < X[:, 0].min() and x0_hi > X[:, 0].max()
+    g0, g1 = np.linspace(x0_lo, x0_hi, 30), np.linspace(x1_lo, x1_hi, 30)
+    G0, G1 = np.meshgrid(g0, g1)
+    np.testing.assert_allclose(mean_img, G0 + 2 * G1, atol=1e-12)
+    np.testing.assert_allclose(sd_img, np.sqrt(G0**2 + 1), atol=1e-12)
+    assert ax_mean.get_xlabel() == "a" and ax_mean.get_ylabel() == "b"
+    labels = [t.get_text() for t in ax_mean.get_legend().get_texts()]
+    assert "inducing inputs (2)" in labels
+
+
+def test_plot_2d_classifiers(tmp_path):
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(40, 2))
+    fig = plotting.plot_2d(_Closed("binary"), X, (X[:, 0] > 0).astype(float), num_grid=20)
+    p = np.asarray(fig.axes[0].images[0].get_array())
+    assert p.shape == (20, 20) and np.all(np.diff(p, axis=1) > 0)  # P(y=1) grows with x1
+    flat = _Closed("multiclass", probs=np.full(3, 1 / 3))
+    fig = plotting.plot_2d(flat, X, rng.integers(0, 3, 40), num_grid=10)
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), 1.0)  # undecided: white
+    sure = _Closed("multiclass", probs=np.array([0.0, 1.0, 0.0]))
+    fig = plotting.plot_2d(sure, X, None, num_grid=10, class_names=["a", "b", "c"])
+    import matplotlib
+
+    c1 = np.array(matplotlib.colormaps["tab10"](1)[:3])
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), np.broadcast_to(c1, (10, 10, 3)))
+    with pytest.raises(ValueError, match="must have shape"):
+        plotting.plot_2d(flat, X[:, :1], None)
+
+
+def test_plot_metric_traces_and_thinned_objective(tmp_path):
+    fig = plotting.plot_metric_traces([10, 20, 30], {"rmse": [3, 2, 1], "nlpd": [1, 0, -1]},
+                                      path=tmp_path / "t.png", figsize=(5, 2), dpi=40)
+    assert _png_size(tmp_path / "t.png") == (200, 80)
+    assert [ax.get_title() for ax in fig.axes] == ["rmse", "nlpd"]
+    np.testing.assert_array_equal(fig.axes[1].get_lines()[0].get_xdata(), [10, 20, 30])
+    with pytest.raises(ValueError, match="'rmse' has 2 values but there are 3 steps"):
+        plotting.plot_metric_traces([1, 2, 3], {"rmse": [1, 2]})
+    fig = plotting.plot_objective([5.0, 6.0], steps=[1, 100])
+    np.testing.assert_array_equal(fig.axes[0].get_lines()[0].get_xdata(), [1, 100])
+    with pytest.raises(ValueError, match="steps has 1 entries"):
+        plotting.plot_objective([5.0, 6.0], steps=[1])
+
+
+def test_plot_inducing(sine_model, tmp_path):
+    model, X, y = sine_model
+    fig = plotting.plot_inducing(model, X, y, path=tmp_path / "z.png", figsize=(3, 2), dpi=50)
+    assert _png_size(tmp_path / "z.png") == (150, 100)
+    ticks = fig.axes[0].get_lines()[0].get_xdata()
+    np.testing.assert_allclose(np.sort(ticks), np.sort(model.Z.detach().numpy()[:, 0]))
+    Z3 = np.array([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
+    X3 = np.zeros((4, 3))
+    fake = _Closed(Z=Z3)
+    fake.input_dim = 3
+    fig = plotting.plot_inducing(fake, X3, dims=(2, 0))
+    np.testing.assert_allclose(fig.axes[0].collections[1].get_offsets(), [[2, 0], [5, 3]])
+    fake.Z = np.zeros((4, 5))  # inducing inputs outside the input space (e.g. SLGP)
+    with pytest.raises(ValueError, match="no inducing inputs in its input space"):
+        plotting.plot_inducing(fake, X3)

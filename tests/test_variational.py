@@ -128,3 +128,42 @@ def test_auto_mode_avoids_quad_form_for_ill_conditioned_kzz():
     with pytest.raises(ValueError, match="marginals"):
         with lg.config(marginals="fast"):
             pass
+
+
+def test_whitened_quad_factors_backward_matches_autograd_and_finite_differences():
+    from latentgp.variational.conditionals import _WhitenedQuadFactors, quad_form_factors
+
+    g = torch.Generator().manual_seed(1)
+    Q, M = 2, 5
+    A = torch.randn(Q, M, M, generator=g, dtype=torch.float64)
+    L = torch.linalg.cholesky(A @ A.mT + M * torch.eye(M, dtype=torch.float64))
+    m = torch.randn(Q, M, generator=g, dtype=torch.float64)
+    S = torch.tril(torch.randn(Q, M, M, generator=g, dtype=torch.float64)) * 0.3
+    wa = torch.randn(Q, M, generator=g, dtype=torch.float64)
+    wR = torch.randn(Q, M, M, generator=g, dtype=torch.float64)
+
+    def loss(fn, L, m, S):
+        alpha, R = fn(L, m, S)
+        return (alpha * wa).sum() + (R * wR).sum()
+
+    def generic(L, m, S):
+        T = torch.eye(M, dtype=torch.float64) - S @ S.mT
+        return quad_form_factors(L, m, T)
+
+    leaves1 = [t.clone().requires_grad_(True) for t in (L, m, S)]
+    leaves2 = [t.clone().requires_grad_(True) for t in (L, m, S)]
+    l1 = loss(_WhitenedQuadFactors.apply, *leaves1)
+    l2 = loss(generic, *leaves2)
+    torch.testing.assert_close(l1, l2, rtol=1e-12, atol=1e-12)
+    l1.backward()
+    l2.backward()
+    # L's gradient is defined on its lower triangle (it is a Cholesky factor)
+    torch.testing.assert_close(leaves1[0].grad, torch.tril(leaves2[0].grad), rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(leaves1[1].grad, leaves2[1].grad, rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(
+        torch.tril(leaves1[2].grad), torch.tril(leaves2[2].grad), rtol=1e-9, atol=1e-10
+    )
+    assert torch.autograd.gradcheck(
+        lambda Lx, mx, Sx: _WhitenedQuadFactors.apply(torch.tril(Lx), mx, torch.tril(Sx)),
+        tuple(t.clone().requires_grad_(True) for t in (L, m, S)),
+    )

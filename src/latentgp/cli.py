@@ -1,10 +1,13 @@
-"""The ``latentgp`` command line: fit, predict, evaluate, list datasets.
+"""The ``latentgp`` command line: fit, predict, evaluate, plot, reproduce, list datasets.
 
 ::
 
     latentgp fit --data boston --model svgp --inducing 128 --epochs 20 --out boston.pt
+    latentgp fit --config run.toml                # the same options from a TOML file
     latentgp predict --model-file boston.pt --data new_points.csv --out predictions.csv
     latentgp evaluate --model-file boston.pt --data boston --metrics metrics.json
+    latentgp plot --model-file boston.pt --data boston --kind calibration --out c.png
+    latentgp reproduce sep_reproduction --quick
     latentgp datasets list
 
 This module is wiring only: it parses arguments, reads data through
@@ -25,6 +28,16 @@ Conventions
   written by :meth:`latentgp.GPModel.save` (``latentgp.load`` ignores the entry, so the
   file stays an ordinary model file).  ``predict`` and ``evaluate`` apply the same
   transform.  Targets are scaled by the model itself (``normalize_y``).
+* The same record holds the training history under ``"history"`` (see
+  :func:`_history_record`): the objective per step (thinned to at most
+  :data:`MAX_TRACE_POINTS` points), steps, epochs, seconds, why training stopped, and with
+  ``fit --eval-every K`` the test metrics every K steps.  ``latentgp plot`` draws them.
+* ``--config FILE.toml`` (fit, predict, evaluate, plot) reads options from a TOML file
+  (:mod:`latentgp.cli_config`); ``plot`` and ``reproduce`` live in
+  :mod:`latentgp.cli_plot` and :mod:`latentgp.cli_reproduce`.
+* ``--json`` prints one JSON object on stdout and nothing else: the results, the paths
+  written (``"outputs"``) and the wall time (``"seconds"``).  Progress bars and script
+  output go to stderr, only when it is a terminal (``--progress`` forces them).
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
@@ -105,30 +119,38 @@ DEFAULT_INDUCING = 128
 DEFAULT_BATCH_SIZE = 1024
 
 
-def _build_svgp(args: argparse.Namespace, likelihood: Any) -> Any:
-    import latentgp as lg
+def _family(
+    cls_name: str,
+    *,
+    size: int | None = DEFAULT_INDUCING,
+    size_kw: str = "num_inducing",
+    likelihoods: tuple[str, ...] | None = None,
+    requirement: str = "",
+    pass_likelihood: bool = True,
+    **fixed: Any,
+) -> Callable[[argparse.Namespace, Any], Any]:
+    """A builder of ``latentgp.<cls_name>(kernel=..., **fixed)``.
 
-    inducing = DEFAULT_INDUCING if args.inducing is None else args.inducing
-    return lg.SVGP(num_inducing=inducing, likelihood=likelihood, kernel=args.kernel)
+    ``size``: default of ``--inducing`` passed as ``size_kw`` (``None``: no inducing
+    points).  ``likelihoods``: accepted likelihood classes, else ``CLIError`` saying
+    ``--model <name> <requirement>``.  ``pass_likelihood``: give the likelihood to the
+    constructor (the modulated and EP models fix their own).
+    """
 
+    def build(args: argparse.Namespace, likelihood: Any) -> Any:
+        import latentgp as lg
 
-def _build_savigp(args: argparse.Namespace, likelihood: Any) -> Any:
-    import latentgp as lg
+        if likelihoods is not None and type(likelihood).__name__ not in likelihoods:
+            name = getattr(args, "model", cls_name.lower())
+            raise CLIError(f"--model {name} {requirement}")
+        kw = dict(fixed, kernel=args.kernel)
+        if pass_likelihood:
+            kw["likelihood"] = likelihood
+        if size is not None:
+            kw[size_kw] = size if args.inducing is None else args.inducing
+        return getattr(lg, cls_name)(**kw)
 
-    inducing = DEFAULT_INDUCING if args.inducing is None else args.inducing
-    return lg.SAVIGP(
-        num_inducing=inducing,
-        likelihood=likelihood,
-        kernel=args.kernel,
-        posterior="fg",
-        num_samples=20,
-    )
-
-
-def _build_exact(args: argparse.Namespace, likelihood: Any) -> Any:
-    import latentgp as lg
-
-    return lg.ExactGP(kernel=args.kernel, likelihood=likelihood)
+    return build
 
 
 #: ``--model`` values.  Register more with :func:`register_model_builder`.
@@ -141,158 +163,86 @@ def register_model_builder(builder: ModelBuilder) -> ModelBuilder:
     return builder
 
 
-register_model_builder(
-    ModelBuilder(
-        name="svgp",
-        summary="stochastic variational GP (minibatches, any likelihood)",
-        build=_build_svgp,
-        sparse=True,
-    )
-)
-register_model_builder(
-    ModelBuilder(
-        name="exact",
-        summary="exact GP regression (Gaussian likelihood, O(N^3))",
-        build=_build_exact,
-        optimizer="lbfgs",
-        lr=1.0,
-        epochs=None,
-        minibatch=False,
-        max_train=20_000,
-        too_large_hint="use --model svgp, which scales to millions of points",
-    )
-)
+#: Training defaults of the full-batch models (L-BFGS, the model's own step budget).
+_FULL_BATCH: dict[str, Any] = {"optimizer": "lbfgs", "lr": 1.0, "epochs": None, "minibatch": False}
+_REGRESSION = {"likelihoods": ("Gaussian",), "requirement": "is for regression (Gaussian noise)"}
+_PROBIT = {"likelihoods": ("Bernoulli",), "requirement": "is a binary (probit) classifier"}
 
-register_model_builder(
-    ModelBuilder(
-        name="savigp",
-        summary="SAVIGP: mixture-of-Gaussians posterior, black-box likelihoods (seed 000)",
-        build=_build_savigp,
-        sparse=True,
-    )
-)
-
-
-def _sparse_builder(method: str) -> Callable[[argparse.Namespace, Any], Any]:
-    def build(args: argparse.Namespace, likelihood: Any) -> Any:
-        import latentgp as lg
-
-        inducing = DEFAULT_INDUCING if args.inducing is None else args.inducing
-        return lg.SparseGP(
-            method=method, num_inducing=inducing, kernel=args.kernel, likelihood=likelihood
+# name, summary, build, ModelBuilder settings -- in the order of ``--help``
+for _name, _summary, _build, _settings in (
+    (
+        "svgp",
+        "stochastic variational GP (minibatches, any likelihood)",
+        _family("SVGP"),
+        {"sparse": True},
+    ),
+    (
+        "exact",
+        "exact GP regression (Gaussian likelihood, O(N^3))",
+        _family("ExactGP", size=None),
+        {
+            **_FULL_BATCH,
+            "max_train": 20_000,
+            "too_large_hint": "use --model svgp, which scales to millions of points",
+        },
+    ),
+    (
+        "savigp",
+        "SAVIGP: mixture-of-Gaussians posterior, black-box likelihoods (seed 000)",
+        _family("SAVIGP", posterior="fg", num_samples=20),
+        {"sparse": True},
+    ),
+    *(
+        (name, summary, _family("SparseGP", method=name), {**_FULL_BATCH, "sparse": True})
+        for name, summary in (
+            ("sor", "subset of regressors / DIC sparse GP (Gaussian likelihood, full batch)"),
+            ("dtc", "deterministic training conditional sparse GP (Gaussian, full batch)"),
+            ("fitc", "fully independent training conditional sparse GP (Gaussian, full batch)"),
+            ("vfe", "Titsias' collapsed variational sparse GP (Gaussian, full batch)"),
         )
-
-    return build
-
-
-for _name, _summary in (
-    ("sor", "subset of regressors / DIC sparse GP (Gaussian likelihood, full batch)"),
-    ("dtc", "deterministic training conditional sparse GP (Gaussian, full batch)"),
-    ("fitc", "fully independent training conditional sparse GP (Gaussian, full batch)"),
-    ("vfe", "Titsias' collapsed variational sparse GP (Gaussian, full batch)"),
-):
-    register_model_builder(
-        ModelBuilder(
-            name=_name,
-            summary=_summary,
-            build=_sparse_builder(_name),
-            optimizer="lbfgs",
-            lr=1.0,
-            epochs=None,
-            minibatch=False,
-            sparse=True,
+    ),
+    *(
+        (
+            name,
+            summary,
+            _family(name.upper(), size=100, pass_likelihood=False, **_REGRESSION),
+            {"lr": 0.005, "sparse": True},
         )
-    )
-
-
-def _modulated_builder(cls_name: str) -> Callable[[argparse.Namespace, Any], Any]:
-    def build(args: argparse.Namespace, likelihood: Any) -> Any:
-        import latentgp as lg
-
-        if type(likelihood).__name__ != "Gaussian":
-            raise CLIError(f"--model {cls_name.lower()} is for regression (Gaussian noise)")
-        inducing = 100 if args.inducing is None else args.inducing
-        return getattr(lg, cls_name)(num_inducing=inducing, kernel=args.kernel)
-
-    return build
-
-
-for _name, _summary in (
-    ("shgp", "heteroscedastic GP y = exp(w) f + noise, analytic ELBO (seed 003)"),
-    ("smgp", "mixture of 4 GP experts with GP gating (seed 003)"),
-    ("slgp", "latent-input GP with MLP encoders, hybrid IW bound (seed 003)"),
-    ("svhgp", "SVGP whose noise log-variance is a second GP (heteroscedastic baseline)"),
-):
-    register_model_builder(
-        ModelBuilder(
-            name=_name,
-            summary=_summary,
-            build=_modulated_builder(_name.upper()),
-            lr=0.005,
-            sparse=True,
+        for name, summary in (
+            ("shgp", "heteroscedastic GP y = exp(w) f + noise, analytic ELBO (seed 003)"),
+            ("smgp", "mixture of 4 GP experts with GP gating (seed 003)"),
+            ("slgp", "latent-input GP with MLP encoders, hybrid IW bound (seed 003)"),
+            ("svhgp", "SVGP whose noise log-variance is a second GP (heteroscedastic baseline)"),
         )
-    )
-
-
-def _ep_classifier_builder(cls_name: str) -> Callable[[argparse.Namespace, Any], Any]:
-    def build(args: argparse.Namespace, likelihood: Any) -> Any:
-        import latentgp as lg
-
-        if type(likelihood).__name__ != "Bernoulli":
-            raise CLIError(f"--model {cls_name.lower()} is a binary (probit) classifier")
-        inducing = 50 if args.inducing is None else args.inducing
-        return getattr(lg, cls_name)(num_inducing=inducing, kernel=args.kernel)
-
-    return build
-
-
-register_model_builder(
-    ModelBuilder(
-        name="sep",
-        summary="scalable EP probit classifier, batch sweeps + sign-adaptive steps (seed 002)",
-        build=_ep_classifier_builder("SEP"),
-        optimizer="sign",
-        lr=0.2,
-        epochs=None,
-        minibatch=False,
-        sparse=True,
-    )
-)
-register_model_builder(
-    ModelBuilder(
-        name="gfitc",
-        summary="generalised FITC probit classifier with EP to convergence (seed 002 baseline)",
-        build=_ep_classifier_builder("GFITC"),
-        optimizer="lbfgs",
-        lr=1.0,
-        epochs=None,
-        minibatch=False,
-        sparse=True,
-    )
-)
-
-
-def _build_qsgp(args: argparse.Namespace, likelihood: Any) -> Any:
-    import latentgp as lg
-
-    name = type(likelihood).__name__
-    if name not in ("Gaussian", "Bernoulli", "Laplace"):
-        raise CLIError("--model qsgp supports the gaussian, bernoulli and laplace likelihoods")
-    basis = 1000 if args.inducing is None else args.inducing
-    return lg.QSGP(num_basis=basis, basis="rff", kernel=args.kernel, likelihood=likelihood)
-
-
-register_model_builder(
-    ModelBuilder(
-        name="qsgp",
-        summary="quadruply stochastic GP, random Fourier features (--inducing M = number of "
+    ),
+    (
+        "sep",
+        "scalable EP probit classifier, batch sweeps + sign-adaptive steps (seed 002)",
+        _family("SEP", size=50, pass_likelihood=False, **_PROBIT),
+        {**_FULL_BATCH, "optimizer": "sign", "lr": 0.2, "sparse": True},
+    ),
+    (
+        "gfitc",
+        "generalised FITC probit classifier with EP to convergence (seed 002 baseline)",
+        _family("GFITC", size=50, pass_likelihood=False, **_PROBIT),
+        {**_FULL_BATCH, "sparse": True},
+    ),
+    (
+        "qsgp",
+        "quadruply stochastic GP, random Fourier features (--inducing M = number of "
         "features, default 1000), O(1) sparse AdaGrad steps (seed 001)",
-        build=_build_qsgp,
-        optimizer="adagrad",
-        lr=0.1,
-        sparse=True,
-    )
-)
+        _family(
+            "QSGP",
+            size=1000,
+            size_kw="num_basis",
+            basis="rff",
+            likelihoods=("Gaussian", "Bernoulli", "Laplace"),
+            requirement="supports the gaussian, bernoulli and laplace likelihoods",
+        ),
+        {"optimizer": "adagrad", "lr": 0.1, "sparse": True},
+    ),
+):
+    register_model_builder(ModelBuilder(name=_name, summary=_summary, build=_build, **_settings))
 
 
 # ============================================================================ file I/O
@@ -344,6 +294,8 @@ def _write_json(path: str, obj: Any) -> None:
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     if hasattr(value, "item") and callable(value.item):
@@ -630,11 +582,103 @@ def _metric_line(metrics: dict[str, Any]) -> str:
     return "   ".join(f"{k} {_fmt(metrics[k])}" for k in keys)
 
 
+def _emit_json(args: argparse.Namespace, obj: dict[str, Any], **outputs: Any) -> None:
+    """Print ``obj`` as the one JSON object of ``--json`` on stdout, with the paths written
+    (``"outputs"``, only those given) and the command's wall time (``"seconds"``)."""
+    obj = dict(obj)
+    obj["outputs"] = {k: os.fspath(v) for k, v in outputs.items() if v and v != "-"}
+    started = getattr(args, "started", None)
+    if started is not None:
+        obj["seconds"] = round(time.perf_counter() - started, 4)
+    _out(json.dumps(_jsonable(obj), indent=2))
+
+
 def _out(text: str = "") -> None:
     from latentgp.training.distributed import is_main
 
     if is_main():
         sys.stdout.write(text + "\n")
+
+
+# ============================================================================= history
+#: Longest objective trace stored in a model file; longer runs are thinned evenly (the
+#: first and last steps are always kept).
+MAX_TRACE_POINTS = 5000
+#: Largest sample of training rows for ``--eval-every`` when there is no test set.
+EVAL_SAMPLE = 2000
+
+
+class _MetricTrace:
+    """A ``fit`` callback recording :func:`compute_metrics` every ``every`` steps.
+
+    The evaluation runs inside :func:`torch.random.fork_rng`, so training draws the same
+    random numbers with and without a trace (the saved model is identical).
+    """
+
+    def __init__(self, X: Any, y: Any, every: int, on: str) -> None:
+        self.X, self.y, self.every, self.on = X, y, int(every), on
+        self.steps: list[int] = []
+        self.values: dict[str, list[float]] = {}
+
+    def record(self, step: int, model: Any) -> None:
+        import torch
+
+        if self.steps and self.steps[-1] == step:
+            return
+        with torch.random.fork_rng(devices=[]):
+            metrics = compute_metrics(model, self.X, self.y)
+        self.steps.append(int(step))
+        for key, value in metrics.items():
+            self.values.setdefault(key, []).append(float(value))
+
+    def __call__(self, info: dict[str, Any]) -> bool:
+        if int(info["step"]) % self.every == 0:
+            self.record(int(info["step"]), info["model"])
+        return False
+
+
+def _history_record(history: Any, trace: _MetricTrace | None) -> dict[str, Any]:
+    """The training record stored in the model file (key ``"history"`` of the CLI record).
+
+    ``objective_steps`` / ``objective``: the training objective (higher is better) at each
+    step, thinned to at most :data:`MAX_TRACE_POINTS`; ``steps``, ``epochs``, ``seconds``,
+    ``stopped``, ``events`` as in :class:`latentgp.training.FitHistory`; ``eval`` (with
+    ``--eval-every``): ``on`` ("test" or "train sample"), ``steps`` and one list per metric.
+    """
+    import numpy as np
+
+    values = [float(v) for v in history.objective]
+    steps = list(range(1, len(values) + 1))
+    if len(values) > MAX_TRACE_POINTS:
+        keep = np.unique(np.linspace(0, len(values) - 1, MAX_TRACE_POINTS).round().astype(int))
+        steps = [steps[i] for i in keep]
+        values = [values[i] for i in keep]
+    out: dict[str, Any] = {
+        "objective_steps": steps,
+        "objective": [v if math.isfinite(v) else None for v in values],
+        "steps": int(history.steps),
+        "epochs": float(history.epochs),
+        "seconds": float(history.seconds),
+        "stopped": str(history.stopped),
+        "events": [str(e) for e in history.events],
+    }
+    if trace is not None and trace.steps:
+        out["eval"] = {"on": trace.on, "steps": trace.steps, **trace.values}
+    return out
+
+
+def _metric_trace(args: argparse.Namespace, X_test: Any, y_test: Any, X_train: Any, y_train: Any):
+    """The ``--eval-every`` callback (``None`` without the option)."""
+    import numpy as np
+
+    every = getattr(args, "eval_every", None)
+    if not every:
+        return None
+    if X_test.shape[0]:
+        return _MetricTrace(X_test, y_test, every, "test")
+    n = X_train.shape[0]
+    idx = np.sort(np.random.default_rng(0).choice(n, size=min(n, EVAL_SAMPLE), replace=False))
+    return _MetricTrace(X_train[idx], y_train[idx], every, "train sample")
 
 
 # ================================================================================= fit
@@ -676,6 +720,42 @@ def _fit_kwargs(args: argparse.Namespace, builder: ModelBuilder, n: int) -> dict
     return kw
 
 
+@contextlib.contextmanager
+def _graceful_stop():
+    """While training, SIGINT (Ctrl-C) and SIGTERM stop the run after the step in flight.
+
+    Yields a training callback that raises ``KeyboardInterrupt`` at the next step
+    boundary once a signal has arrived, so the checkpoint written on the way out is
+    exactly that of a completed step (an interrupt in the middle of a step could leave
+    the batch cursor or an optimiser update half done).  A second signal interrupts at
+    once.  The run then writes no outputs and exits with status 130.
+    """
+    import signal
+    import threading
+
+    asked: list[int] = []
+
+    def check(info: dict) -> None:
+        if asked:
+            raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield check
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield check
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 def _fit_rank(args: argparse.Namespace) -> None:
     """Entry point of one process of ``latentgp fit --nproc N``."""
     args.nproc = 1
@@ -691,7 +771,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     builder = MODEL_BUILDERS[args.model]
     nproc = getattr(args, "nproc", 1) or 1
     if nproc > 1 and dist.world()[1] == 1:
-        if not builder.minibatch:
+        if not builder.minibatch and builder.name != "sep":  # SEP combines its site updates
             raise CLIError(f"--nproc needs a minibatch model; --model {builder.name} is not one")
         _check_output_path(args.out, "--out")
         _check_output_path(args.metrics, "--metrics")
@@ -719,6 +799,13 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
     data = _load_fit_data(args)
     n_train, n_test = int(data.X_train.shape[0]), int(data.X_test.shape[0])
+    from latentgp.validation import constant_columns
+
+    for j in constant_columns(data.X_train):
+        _warn(
+            f"input column {data.feature_names[j]!r} is constant ({data.X_train[0, j]:g}) in "
+            "the training data and carries no information"
+        )
     if builder.max_train is not None and n_train > builder.max_train:
         raise CLIError(
             f"--model {builder.name} accepts at most {builder.max_train} training points, "
@@ -746,8 +833,19 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     X_test = _apply_inputs(data.X_test, record)
 
     model = builder.build(args, likelihood)
-    model.fit(X_train, data.y_train, **_fit_kwargs(args, builder, n_train))
+    fit_kw = _fit_kwargs(args, builder, n_train)
+    trace = _metric_trace(args, X_test, data.y_test, X_train, data.y_train)
+    if trace is not None:
+        fit_kw["callbacks"] = (trace,)
+    with _graceful_stop() as stop:
+        fit_kw["callbacks"] = (*fit_kw.get("callbacks", ()), stop)
+        model.fit(X_train, data.y_train, **fit_kw)
     history = model.history_
+    if history.stopped.startswith("interrupted"):
+        raise KeyboardInterrupt  # outputs are written only by a completed run
+    if trace is not None:
+        trace.record(int(history.steps), model)
+    record["history"] = _history_record(history, trace)
 
     metrics: dict[str, Any] = {
         "model": builder.name,
@@ -775,7 +873,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         _write_json(args.metrics, metrics)
 
     if args.json:
-        _out(json.dumps(metrics, indent=2))
+        _emit_json(args, metrics, model=args.out, metrics=args.metrics)
         return EXIT_OK
     what = f"{type(model).__name__} ({args.kernel} kernel, {lik_name} likelihood"
     what += f", {metrics['num_inducing']} inducing points)" if builder.sparse else ")"
@@ -839,8 +937,15 @@ def _cmd_fit_stream(args: argparse.Namespace, builder: ModelBuilder) -> int:
     }
     model = builder.build(args, likelihood)
     kw = _fit_kwargs(args, builder, n)
-    model.fit(StandardizedSource(source, mean, scale), **kw)
+    if getattr(args, "eval_every", None):
+        _warn("--eval-every is ignored for streamed data (the objective is still recorded)")
+    with _graceful_stop() as stop:
+        kw["callbacks"] = (*kw.get("callbacks", ()), stop)
+        model.fit(StandardizedSource(source, mean, scale), **kw)
     history = model.history_
+    if history.stopped.startswith("interrupted"):
+        raise KeyboardInterrupt  # outputs are written only by a completed run
+    record["history"] = _history_record(history, None)
     if args.test_data:
         table = _read_table(args.test_data)
         Xte, yte, _, _ = _split_table(table, args.target, args.test_data)
@@ -868,7 +973,7 @@ def _cmd_fit_stream(args: argparse.Namespace, builder: ModelBuilder) -> int:
     if args.metrics:
         _write_json(args.metrics, metrics)
     if args.json:
-        _out(json.dumps(metrics, indent=2))
+        _emit_json(args, metrics, model=args.out, metrics=args.metrics)
     else:
         _out(
             f"fitted {type(model).__name__} on {n} streamed rows from {args.data}: "
@@ -910,6 +1015,31 @@ def _write_csv(fh: IO, names: list[str], columns: list[Any]) -> None:
         writer.writerow([repr(float(v)) if isinstance(v, float) else v for v in row])
 
 
+#: Rows per block of ``predict`` when a progress bar is shown.
+PREDICT_BLOCK = 20_000
+
+
+def _predict_blocks(model: Any, X: Any, progress: bool | None) -> tuple[Any, Any]:
+    """``model.predict_y(X)``, in blocks under a progress bar on an interactive stderr."""
+    import numpy as np
+
+    from latentgp.training.progress import ProgressBar
+
+    n = X.shape[0]
+    show = sys.stderr.isatty() if progress is None else progress
+    if not show or n <= PREDICT_BLOCK:
+        return model.predict_y(X)
+    bar = ProgressBar(math.ceil(n / PREDICT_BLOCK), desc="predict", enabled=True)
+    means, variances = [], []
+    for start in range(0, n, PREDICT_BLOCK):
+        m, v = model.predict_y(X[start : start + PREDICT_BLOCK])
+        means.append(m)
+        variances.append(v)
+        bar.update(1, items=min(PREDICT_BLOCK, n - start))
+    bar.close()
+    return np.concatenate(means), None if variances[0] is None else np.concatenate(variances)
+
+
 def _cmd_predict(args: argparse.Namespace) -> int:
     _check_output_path(args.out, "--out")
     model, record = load_model_file(args.model_file)
@@ -922,21 +1052,40 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         model.input_dim,
         args.data,
     )
-    mean, var = model.predict_y(_apply_inputs(X, record))
+    mean, var = _predict_blocks(model, _apply_inputs(X, record), getattr(args, "progress", None))
     names, columns = _prediction_columns(model, mean, var, record)
     columns = [c.tolist() if hasattr(c, "tolist") else c for c in columns]
-    if args.out is None or args.out == "-":
+    to_stdout = args.out is None or args.out == "-"
+    if not to_stdout:
+        atomic_write(args.out, lambda fh: _write_csv(fh, names, columns))
+    if getattr(args, "json", False):
+        result: dict[str, Any] = {
+            "model_file": os.fspath(args.model_file),
+            "data": args.data,
+            "n": int(X.shape[0]),
+            "columns": names,
+        }
+        if to_stdout:  # the predictions travel inside the JSON object
+            result["predictions"] = dict(zip(names, columns, strict=True))
+        _emit_json(args, result, predictions=None if to_stdout else args.out)
+    elif to_stdout:
         _write_csv(sys.stdout, names, columns)
     else:
-        atomic_write(args.out, lambda fh: _write_csv(fh, names, columns))
         _out(f"wrote {X.shape[0]} predictions ({', '.join(names)}) to {args.out}")
     return EXIT_OK
 
 
 # ============================================================================ evaluate
-def _cmd_evaluate(args: argparse.Namespace) -> int:
-    _check_output_path(args.metrics, "--metrics")
-    model, record = load_model_file(args.model_file)
+def _data_for_model(args: argparse.Namespace, model: Any, record: dict[str, Any]) -> _Data:
+    """``--data`` (with ``--target``/``--split``/``--data-home``) of evaluate and plot.
+
+    A CSV file is used whole: all its rows in the train part (empty test part), the
+    target column by ``--target``, else the training target's name, else the last
+    column.  A registry dataset gives its split; when the model was fitted on that
+    dataset and ``--split`` is not given, the split (and test fraction) of the fit.
+    """
+    import numpy as np
+
     if _is_csv(args.data):
         if args.split is not None:
             raise CLIError("--split applies only to registry datasets; a CSV is used whole")
@@ -944,23 +1093,31 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         target = args.target
         if target is None and record.get("target") in table.names and table.has_header:
             target = record["target"]
-        X, y, names, _ = _split_table(table, target, args.data)
+        X, y, names, target = _split_table(table, target, args.data)
         X = _select_features(
             X, names, table.has_header, record.get("feature_names"), model.input_dim, args.data
         )
-        source = "the whole file"
-    else:
-        if args.target is not None:
-            raise CLIError("--target applies only when --data is a CSV file")
-        from latentgp import datasets
+        empty = np.empty((0, X.shape[1]))
+        return _Data(args.data, X, y, empty, y[:0], None, names, target)
+    if args.target is not None:
+        raise CLIError("--target applies only when --data is a CSV file")
+    from latentgp import datasets
 
-        split, fraction = args.split, None
-        if split is None and record.get("dataset") == datasets.get_spec(args.data).name:
-            # the model was fitted on this dataset: evaluate on the same held-out part
-            split, fraction = record.get("split"), record.get("test_fraction")
-        data = _load_registry(args.data, split, fraction, args.data_home)
-        X, y = data.X_test, data.y_test
-        source = "the test set"
+    split, fraction = args.split, None
+    if split is None and record.get("dataset") == datasets.get_spec(args.data).name:
+        # the model was fitted on this dataset: use the same held-out part
+        split, fraction = record.get("split"), record.get("test_fraction")
+    return _load_registry(args.data, split, fraction, args.data_home)
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    _check_output_path(args.metrics, "--metrics")
+    model, record = load_model_file(args.model_file)
+    data = _data_for_model(args, model, record)
+    if _is_csv(args.data):
+        X, y, source = data.X_train, data.y_train, "the whole file"
+    else:
+        X, y, source = data.X_test, data.y_test, "the test set"
         if X.shape[0] == 0:
             raise CLIError(f"dataset {data.name!r} has no test set for this split")
     metrics: dict[str, Any] = {
@@ -974,7 +1131,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.metrics:
         _write_json(args.metrics, metrics)
     if args.json:
-        _out(json.dumps(metrics, indent=2))
+        _emit_json(args, metrics, metrics=args.metrics)
         return EXIT_OK
     _out(f"evaluated {args.model_file} on {source} of {args.data} ({X.shape[0]} points)")
     _out(f"  {_metric_line(metrics)}")
@@ -989,7 +1146,7 @@ def _cmd_datasets_list(args: argparse.Namespace) -> int:
 
     rows = datasets.list_datasets()
     if args.json:
-        _out(json.dumps([{k: _jsonable(v) for k, v in r.items()} for r in rows], indent=2))
+        _emit_json(args, {"count": len(rows), "datasets": rows})
         return EXIT_OK
     table = [("name", "task", "source", "splits")]
     for r in rows:
@@ -1058,16 +1215,24 @@ examples:
   latentgp fit --data measurements.csv --target yield --test-fraction 0.2 --out m.pt
   latentgp fit --data train.csv --test-data test.csv --model exact --json
   latentgp fit --data pima                  # binary task: bernoulli likelihood chosen
+  latentgp fit --config run.toml --epochs 5 # options from a TOML file; flags override it
+  latentgp fit --data d.csv --eval-every 50 --out m.pt  # test-metric trace for 'plot'
 
 --data is a registry name (see 'latentgp datasets list') or a numeric CSV file (a name
 ending in .csv); a CSV is split at random into train/test (seeded by --split) unless
 --test-data is given.  Classification datasets get a matching likelihood unless
 --likelihood is set (binary: bernoulli, multiclass: softmax, count: poisson).
+
+A --config file holds the long options as TOML keys (dashes or underscores), at the top
+level or in a [fit] table, e.g.  data = "d.csv"  [fit]  model = "vfe"  inducing = 64.
+The model file keeps the training history (objective per step; with --eval-every the
+test metrics) for 'latentgp plot --kind objective / metrics'.
 """
 
 _PREDICT_EPILOG = """\
-example:
+examples:
   latentgp predict --model-file boston.pt --data new.csv --out predictions.csv
+  latentgp predict --model-file boston.pt --data new.csv --json   # predictions in JSON
 
 Columns: mean, var (regression, counts); p1, label (binary); p_<class>..., label
 (multiclass).  With a header row, the training feature columns are picked by name (other
@@ -1079,6 +1244,7 @@ _EVALUATE_EPILOG = """\
 examples:
   latentgp evaluate --model-file boston.pt --data boston --metrics test.json
   latentgp evaluate --model-file m.pt --data holdout.csv --target yield
+  latentgp evaluate --config run.toml --json      # options from the [evaluate] table
 
 A registry dataset is evaluated on its test set (--split as in fit); a CSV file is used
 whole, with the training target column (or --target, or the last column) as y.
@@ -1105,7 +1271,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser = _Parser(
         prog=PROG,
-        description="Gaussian-process models at scale: fit, predict, evaluate, datasets.",
+        description="Gaussian-process models at scale: fit, predict, evaluate, plot, "
+        "reproduce, datasets.",
         epilog="run 'latentgp <command> --help' for the options and examples of a command",
         formatter_class=fmt,
     )
@@ -1122,6 +1289,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a GP model on a dataset and report its test metrics.",
         epilog=_FIT_EPILOG,
         formatter_class=fmt,
+    )
+    p.add_argument(
+        "--config",
+        metavar="TOML",
+        help="read options from a TOML file (keys named like the long options; options "
+        "given here override it)",
     )
     g = p.add_argument_group("data")
     g.add_argument(
@@ -1212,6 +1385,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="show a progress bar (default: only on an interactive terminal)",
     )
+    g.add_argument(
+        "--eval-every",
+        type=_positive_int,
+        metavar="K",
+        help="record the test metrics every K steps (stored in the model file's training "
+        "history; 'latentgp plot --kind metrics' draws them)",
+    )
     g = p.add_argument_group("scale-out and fault tolerance")
     g.add_argument(
         "--nproc",
@@ -1248,6 +1428,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-file", required=True, metavar="MODEL_FILE")
     p.add_argument("--data", required=True, metavar="CSV", help="inputs (numeric CSV)")
     p.add_argument("--out", metavar="CSV", help="predictions file (default: stdout)")
+    p.add_argument(
+        "--config",
+        metavar="TOML",
+        help="read options from a TOML file (keys named like the long options; options "
+        "given here override it)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON summary (holding the predictions when there is no --out)",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar (default: only on an interactive terminal)",
+    )
     p.set_defaults(func=_cmd_predict)
 
     # ---- evaluate
@@ -1266,6 +1463,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-home", metavar="DIR", help="folder of data-home files")
     p.add_argument("--metrics", metavar="JSON", help="write the metrics here")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    p.add_argument(
+        "--config",
+        metavar="TOML",
+        help="read options from a TOML file (keys named like the long options; options "
+        "given here override it)",
+    )
     p.set_defaults(func=_cmd_evaluate)
 
     # ---- datasets
@@ -1288,7 +1491,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
     q.set_defaults(func=_cmd_datasets_list)
+
+    # ---- plot, reproduce
+    from latentgp import cli_plot, cli_reproduce
+
+    cli_plot.add_parser(sub, common, fmt)
+    cli_reproduce.add_parser(sub, common, fmt)
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The command parsers of ``parser`` by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 # ================================================================================ main
@@ -1312,10 +1529,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not debug:
                 warnings.showwarning = show_warning
             parser = build_parser()
+            commands = _commands(parser)
+            cmd_at = next((i for i, a in enumerate(argv) if a in commands), len(argv))
+            passthrough: list[str] = []
+            if argv[cmd_at : cmd_at + 1] == ["reproduce"] and "--" in argv[cmd_at:]:
+                cut = argv.index("--", cmd_at)  # 'reproduce NAME -- ARGS': ARGS go to the script
+                argv, passthrough = argv[:cut], argv[cut + 1 :]
+            from latentgp.cli_config import expand_config
+
+            argv = expand_config(argv, commands)
+            debug = debug or "--debug" in argv
             try:
                 args = parser.parse_args(argv)
             except SystemExit as exc:  # --help / --version
                 return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+            args.started = time.perf_counter()
+            if passthrough:
+                args.script_args = passthrough
             return int(args.func(args))
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -18,7 +18,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_1d", "plot_objective", "plot_calibration", "plot_reliability"]
+__all__ = [
+    "plot_1d",
+    "plot_2d",
+    "plot_objective",
+    "plot_metric_traces",
+    "plot_inducing",
+    "plot_calibration",
+    "plot_reliability",
+]
 
 _INSTALL_HINT = "plotting needs matplotlib: pip install latentgp[plot]"
 
@@ -83,14 +91,20 @@ def _column(a: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _inducing_inputs(model: Any) -> np.ndarray | None:
+def _inducing_inputs(model: Any, flat: bool = True) -> np.ndarray | None:
+    """Inducing inputs of ``model`` in its input space, ``(M_total,)`` for one input
+    dimension (``flat``) or ``(M_total, D)``; ``None`` when the model has none there."""
     Z = getattr(model, "Z", None)
     if Z is None:
         return None
     if hasattr(Z, "detach"):
         Z = Z.detach().cpu().numpy()
     Z = np.asarray(Z, dtype=np.float64)
-    return Z.reshape(-1)  # (M, 1) or (Q, M, 1): every inducing input of the one dimension
+    D = getattr(model, "input_dim", None)
+    if D is None or Z.ndim < 2 or Z.shape[-1] != D:
+        return None  # e.g. SLGP's inducing inputs live in an augmented latent space
+    Z = Z.reshape(-1, D)  # (M, D) or (Q, M, D): every inducing input
+    return Z.reshape(-1) if flat and D == 1 else Z
 
 
 # ============================================================================ plot_1d
@@ -229,11 +243,13 @@ def plot_objective(
     title: str | None = None,
     figsize: tuple[float, float] = (6.0, 4.0),
     dpi: float = 100,
+    steps: Any = None,
 ) -> Any:
     """Training objective against optimiser step.
 
     ``history`` is a :class:`~latentgp.FitHistory` (``model.history_``), a fitted model,
-    or a sequence of objective values.
+    or a sequence of objective values ``(T,)``.  ``steps`` ``(T,)`` gives the step of each
+    value (default ``1..T``), for thinned records.
     """
     if hasattr(history, "history_"):
         history = history.history_
@@ -243,8 +259,13 @@ def plot_objective(
     y = np.asarray(list(values), dtype=np.float64).reshape(-1)
     if y.size == 0:
         raise ValueError("the history holds no objective values")
+    if steps is None:
+        steps = np.arange(1, y.size + 1)
+    else:
+        steps = np.asarray(steps, dtype=np.float64).reshape(-1)
+        if steps.shape != y.shape:
+            raise ValueError(f"steps has {steps.size} entries but there are {y.size} values")
     fig, ax = _figure(ax, figsize, dpi)
-    steps = np.arange(1, y.size + 1)
     ax.plot(steps, y, color="C0", lw=1.2)
     ax.set_xlabel("step")
     ax.set_ylabel("training objective (higher is better)")
@@ -353,5 +374,267 @@ def plot_reliability(
     ax.set_title(title or f"reliability (N = {yv.size})")
     ax.legend(loc="upper left", fontsize="small")
     ax.grid(alpha=0.3)
+    _save(fig, path)
+    return fig
+
+
+# ============================================================================ plot_2d
+def _points(X: Any, name: str, dim: int) -> np.ndarray:
+    if hasattr(X, "detach"):
+        X = X.detach().cpu().numpy()
+    arr = np.asarray(X, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] != dim:
+        raise ValueError(f"{name} must have shape (N, {dim}), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return arr
+
+
+def _grid_2d(points: list[np.ndarray], num_grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Axis ranges spanning ``points`` with 5% padding: two arrays ``(num_grid,)``."""
+    both = np.concatenate(points, axis=0)
+    axes = []
+    for j in range(2):
+        lo, hi = float(both[:, j].min()), float(both[:, j].max())
+        pad = 0.05 * (hi - lo) if hi > lo else 1.0
+        axes.append(np.linspace(lo - pad, hi + pad, int(num_grid)))
+    return axes[0], axes[1]
+
+
+def plot_2d(
+    model: Any,
+    X: Any,
+    y: Any = None,
+    path: str | os.PathLike | None = None,
+    num_grid: int = 80,
+    axes: Any = None,
+    title: str | None = None,
+    feature_names: tuple[str, str] | None = None,
+    class_names: Any = None,
+    figsize: tuple[float, float] | None = None,
+    dpi: float = 100,
+) -> Any:
+    """Maps of a fitted model with two input dimensions.
+
+    Regression and count models: the predictive mean of ``y`` (left) and its predictive
+    standard deviation (right) on a ``num_grid x num_grid`` grid spanning the data, with
+    the points coloured by ``y`` on the mean map.  Binary models: ``P(y = 1)`` with the
+    0.5 contour.  Multi-class models: the most probable class, shaded by its probability
+    (white where the classes are equally likely).  Inducing inputs (``model.Z``) are drawn
+    as crosses.
+
+    Parameters
+    ----------
+    model: a fitted latentgp model with ``input_dim == 2`` and one output.
+    X: inputs ``(N, 2)`` to draw (and to span the grid); y: their targets ``(N,)`` or None.
+    path: save the figure there (PNG unless the extension says otherwise).
+    num_grid: grid points per axis.
+    axes: draw into these Axes: two (mean, sd) for regression, one for classification.
+    title: figure title.  feature_names: axis labels.  class_names: legend labels.
+    figsize, dpi: size of a new figure (default 10 x 4.2 in for regression, 6 x 5 in for
+        classification); the saved image is ``figsize * dpi`` pixels.
+
+    Returns
+    -------
+    The matplotlib ``Figure``.
+    """
+    if getattr(model, "input_dim", None) is None:
+        raise ValueError("plot_2d needs a fitted model: call fit(X, y) first")
+    if model.input_dim != 2:
+        raise ValueError(f"plot_2d needs a model with two input dimensions, got {model.input_dim}")
+    if (getattr(model, "output_dim", 1) or 1) > 1:
+        raise ValueError("plot_2d supports single-output models only")
+    if int(num_grid) < 2:
+        raise ValueError(f"num_grid must be >= 2, got {num_grid}")
+    Xv = _points(X, "X", 2)
+    yv = None if y is None else _column(y, "y")
+    if yv is not None and yv.shape[0] != Xv.shape[0]:
+        raise ValueError(f"X has {Xv.shape[0]} points but y has {yv.shape[0]}")
+    Z = _inducing_inputs(model, flat=False)
+    g0, g1 = _grid_2d([Xv] + ([Z] if Z is not None else []), num_grid)
+    G0, G1 = np.meshgrid(g0, g1)  # (G, G), rows follow the second input
+    grid = np.column_stack([G0.ravel(), G1.ravel()])
+    mean, var = model.predict_y(grid)
+    mean, var = np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
+    task = getattr(model.likelihood, "task", "regression")
+    classify = task in ("binary", "multiclass")
+    n_axes = 1 if classify else 2
+    if axes is None:
+        plt = _pyplot()
+        size = figsize or ((6.0, 5.0) if classify else (10.0, 4.2))
+        fig, axes = plt.subplots(
+            1, n_axes, figsize=size, dpi=dpi, squeeze=False, layout="constrained"
+        )
+        axes = list(axes[0])
+    else:
+        axes = list(np.atleast_1d(axes))
+        if len(axes) != n_axes:
+            raise ValueError(f"give {n_axes} Axes for a {task} model, got {len(axes)}")
+        fig = axes[0].figure
+    extent = (g0[0], g0[-1], g1[0], g1[-1])
+    shape = G0.shape
+
+    def points(ax: Any, colour: Any = None, **kw: Any) -> None:
+        if colour is None:
+            ax.scatter(Xv[:, 0], Xv[:, 1], s=10, c="k", alpha=0.6, label="data", **kw)
+        else:
+            ax.scatter(Xv[:, 0], Xv[:, 1], s=14, c=colour, edgecolors="k", linewidths=0.4,
+                       label="data", **kw)
+
+    if task == "binary":
+        ax = axes[0]
+        im = ax.imshow(mean.reshape(shape), origin="lower", extent=extent, aspect="auto",
+                       cmap="RdBu_r", vmin=0.0, vmax=1.0)
+        ax.contour(G0, G1, mean.reshape(shape), levels=[0.5], colors="k", linewidths=1)
+        fig.colorbar(im, ax=ax, label="P(y = 1)")
+        points(ax, None if yv is None else yv, cmap="RdBu_r", vmin=0, vmax=1)
+    elif task == "multiclass":
+        ax = axes[0]
+        C = mean.shape[1]
+        cmap = _pyplot().get_cmap("tab10")
+        colours = np.array([cmap(c % 10)[:3] for c in range(C)])
+        top = mean.argmax(axis=1)
+        strength = (mean.max(axis=1) - 1.0 / C) / (1.0 - 1.0 / C)
+        rgb = 1.0 - strength[:, None] * (1.0 - colours[top])
+        ax.imshow(rgb.reshape(*shape, 3), origin="lower", extent=extent, aspect="auto")
+        names = list(range(C)) if class_names is None else list(class_names)
+        if yv is not None:
+            labels = yv.astype(int)
+            for c in range(C):
+                sel = labels == c
+                if sel.any():
+                    ax.scatter(Xv[sel, 0], Xv[sel, 1], s=14, color=colours[c], edgecolors="k",
+                               linewidths=0.4, label=f"class {names[c]}")
+        else:
+            points(ax)
+    else:
+        sd = np.sqrt(np.maximum(var, 0.0))
+        lo = float(mean.min()) if yv is None else float(min(mean.min(), yv.min()))
+        hi = float(mean.max()) if yv is None else float(max(mean.max(), yv.max()))
+        im = axes[0].imshow(mean.reshape(shape), origin="lower", extent=extent, aspect="auto",
+                            cmap="viridis", vmin=lo, vmax=hi)
+        fig.colorbar(im, ax=axes[0], label="predictive mean")
+        points(axes[0], yv, cmap="viridis", vmin=lo, vmax=hi)
+        axes[0].set_title("predictive mean of y")
+        im = axes[1].imshow(sd.reshape(shape), origin="lower", extent=extent, aspect="auto",
+                            cmap="magma")
+        fig.colorbar(im, ax=axes[1], label="predictive sd")
+        axes[1].scatter(Xv[:, 0], Xv[:, 1], s=4, c="w", alpha=0.5)
+        axes[1].set_title("predictive sd of y")
+    names2 = feature_names or ("x1", "x2")
+    for ax in axes:
+        if Z is not None:
+            ax.scatter(Z[:, 0], Z[:, 1], marker="x", s=30, c="C1", linewidths=1.5,
+                       label=f"inducing inputs ({Z.shape[0]})")
+        ax.set_xlim(g0[0], g0[-1])
+        ax.set_ylim(g1[0], g1[-1])
+        ax.set_xlabel(names2[0])
+        ax.set_ylabel(names2[1])
+    axes[0].legend(loc="best", fontsize="small", framealpha=0.8)
+    if title:
+        fig.suptitle(title)
+    _save(fig, path)
+    return fig
+
+
+# ================================================================= plot_metric_traces
+def plot_metric_traces(
+    steps: Any,
+    traces: dict[str, Any],
+    path: str | os.PathLike | None = None,
+    title: str | None = None,
+    figsize: tuple[float, float] | None = None,
+    dpi: float = 100,
+) -> Any:
+    """Metrics recorded during training (e.g. test RMSE and NLPD), one panel per metric.
+
+    Parameters
+    ----------
+    steps: optimiser steps ``(T,)`` at which the metrics were computed.
+    traces: metric name -> values ``(T,)``.
+    path: save the figure there.  title: figure title.
+    figsize, dpi: figure size (default ``3.6 * K x 3.4`` in for K metrics).
+
+    Returns
+    -------
+    The matplotlib ``Figure``.
+    """
+    s = np.asarray(steps, dtype=np.float64).reshape(-1)
+    if s.size == 0 or not traces:
+        raise ValueError("no metric traces to plot")
+    values = {}
+    for name, v in traces.items():
+        arr = np.asarray(v, dtype=np.float64).reshape(-1)
+        if arr.shape != s.shape:
+            raise ValueError(f"trace {name!r} has {arr.size} values but there are {s.size} steps")
+        values[name] = arr
+    plt = _pyplot()
+    k = len(values)
+    fig, axes = plt.subplots(1, k, figsize=figsize or (3.6 * k, 3.4), dpi=dpi, squeeze=False)
+    for ax, (name, arr) in zip(axes[0], values.items(), strict=True):
+        ax.plot(s, arr, "o-", color="C0", ms=3, lw=1.2)
+        ax.set_xlabel("step")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    _save(fig, path)
+    return fig
+
+
+# ====================================================================== plot_inducing
+def plot_inducing(
+    model: Any,
+    X: Any,
+    y: Any = None,
+    path: str | os.PathLike | None = None,
+    dims: tuple[int, int] = (0, 1),
+    ax: Any = None,
+    title: str | None = None,
+    feature_names: Any = None,
+    figsize: tuple[float, float] = (6.0, 5.0),
+    dpi: float = 100,
+) -> Any:
+    """Inducing inputs over the data.
+
+    One input dimension: the data ``(x, y)`` (or a rug of ``x``) with the inducing inputs
+    as ticks on the x axis; two or more: the data in input dimensions ``dims`` with the
+    inducing inputs (projected on those dimensions) as crosses.
+
+    Parameters
+    ----------
+    model: a fitted model with inducing inputs ``model.Z`` in its input space.
+    X: inputs ``(N, D)``; y: targets ``(N,)`` (used for 1-D), or None.
+    dims: the two input dimensions drawn when ``D >= 2``.
+    """
+    Z = _inducing_inputs(model, flat=False)
+    if Z is None:
+        raise ValueError(f"{type(model).__name__} has no inducing inputs in its input space")
+    D = Z.shape[1]
+    Xv = _points(X, "X", D)
+    names = list(feature_names) if feature_names is not None else [f"x{j + 1}" for j in range(D)]
+    fig, ax = _figure(ax, figsize, dpi)
+    if D == 1:
+        if y is not None:
+            ax.scatter(Xv[:, 0], _column(y, "y"), s=10, c="k", alpha=0.6, label="data")
+            ax.set_ylabel("y")
+        else:
+            ax.plot(Xv[:, 0], np.zeros(len(Xv)), "|", color="k", alpha=0.5, label="data")
+        ax.plot(Z[:, 0], np.zeros(Z.shape[0]), "|", color="C1", ms=14, mew=1.5,
+                transform=ax.get_xaxis_transform(), clip_on=False,
+                label=f"inducing inputs ({Z.shape[0]})")
+        ax.set_xlabel(names[0])
+    else:
+        i, j = dims
+        if not (0 <= i < D and 0 <= j < D and i != j):
+            raise ValueError(f"dims must be two different dimensions in [0, {D}), got {dims}")
+        ax.scatter(Xv[:, i], Xv[:, j], s=8, c="k", alpha=0.4, label="data")
+        ax.scatter(Z[:, i], Z[:, j], marker="x", s=36, c="C1", linewidths=1.5,
+                   label=f"inducing inputs ({Z.shape[0]})")
+        ax.set_xlabel(names[i])
+        ax.set_ylabel(names[j])
+    ax.set_title(title or "inducing inputs")
+    ax.legend(loc="best", fontsize="small", framealpha=0.8)
     _save(fig, path)
     return fig

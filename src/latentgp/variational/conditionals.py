@@ -105,6 +105,46 @@ class _QuadFormMarginals(torch.autograd.Function):
         return g_Kzx, g_alpha, g_R
 
 
+class _WhitenedQuadFactors(torch.autograd.Function):
+    """``(L, m, S) -> (alpha, R)`` with ``alpha = L^{-T} m``, ``R = L^{-T} (I - S S^T) L^{-1}``.
+
+    The whitened, full-covariance case of :func:`quad_form_factors` with a hand-written
+    backward.  With ``H = L^{-1} g_R L^{-T}`` and ``u = L^{-1} g_alpha``:
+    ``g_S = -2 H S``, ``g_m = u``, ``g_L = tril(-2 L^{-T} T H - alpha u^T)``: three
+    triangular solves and two products, where autograd through the solves and ``S S^T``
+    takes four solves and five products.  Shapes: L, S ``(Q, M, M)`` lower, m ``(Q, M)``.
+    """
+
+    @staticmethod
+    def forward(ctx, L, m, S):
+        eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+        T = eye - S @ S.mT
+        R = solve_upper_t(L, solve_upper_t(L, T).mT)
+        R = 0.5 * (R + R.mT)
+        alpha = solve_upper_t(L, m[..., None])[..., 0]
+        ctx.save_for_backward(L, S, T, alpha)
+        return alpha, R
+
+    @staticmethod
+    def backward(ctx, g_alpha, g_R):
+        L, S, T, alpha = ctx.saved_tensors
+        g_L = g_m = g_S = None
+        gL = torch.zeros_like(L)
+        if g_R is not None:
+            gRs = 0.5 * (g_R + g_R.mT)
+            H = solve_lower(L, solve_lower(L, gRs).mT)  # L^{-1} g_R L^{-T}
+            H = 0.5 * (H + H.mT)
+            g_S = -2.0 * (H @ S)
+            gL = gL - 2.0 * solve_upper_t(L, T @ H)
+        if g_alpha is not None:
+            u = solve_lower(L, g_alpha[..., None])  # (Q, M, 1)
+            g_m = u[..., 0]
+            gL = gL - alpha[..., :, None] * u.mT
+        if ctx.needs_input_grad[0]:
+            g_L = torch.tril(gL)
+        return g_L, g_m, g_S
+
+
 def quad_form_factors(
     Lzz: torch.Tensor, m_w: torch.Tensor, T: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -195,12 +235,16 @@ def conditional_marginals(
     mean, var: ``(Q, B)`` each; var is clamped at a tiny positive value.
     """
     Q, M = q_mu.shape
-    m_w, T = whitened_moments(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
     Kzx = Kzx.expand(Q, *Kzx.shape[-2:])
     if _use_quad_form(Kzx, Lzz):
-        alpha, R = quad_form_factors(Lzz, m_w, T)
+        if whiten and q_sqrt is not None and not q_sqrt_is_diag:
+            alpha, R = _WhitenedQuadFactors.apply(Lzz.expand(Q, M, M), q_mu, q_sqrt)
+        else:
+            m_w, T = whitened_moments(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
+            alpha, R = quad_form_factors(Lzz, m_w, T)
         mean, quad = _QuadFormMarginals.apply(Kzx, alpha, R)
     else:
+        m_w, T = whitened_moments(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
         mean, quad = _ProjectedMarginals.apply(Kzx, Lzz.expand(Q, M, M), m_w, T)
     var = Kxx_diag - quad
     return mean, var.clamp_min(1e-12 * Kxx_diag.detach().abs().clamp_min(1e-300))

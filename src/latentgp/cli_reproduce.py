@@ -1,0 +1,326 @@
+"""``latentgp reproduce NAME``: re-run one seed experiment script from ``benchmarks/``.
+
+The scripts ship with the source repository (not with a wheel).  They are found in
+``--benchmarks-dir``, else ``$LATENTGP_BENCHMARKS``, else ``benchmarks/`` next to the
+source tree of an editable install (the repository root is two folders above
+``src/latentgp``).  Each runs as a subprocess of the current interpreter, from the
+repository root; scripts with a separate report step (``--report``) get a second run that
+writes the results page.  Arguments after ``--`` go to the experiment run.
+
+The results pages are written where each script writes them (``docs/results/`` of the
+repository); ``--quick`` runs are smoke runs with tiny budgets, and all but
+``sparse_reproduction`` (which writes a quick run to a temporary folder) then overwrite
+the pages with their smoke-run numbers.  ``--results-dir`` redirects the page of the
+scripts that support it.  The child's output is shown on stderr when stderr is a
+terminal (or with ``--progress``) and kept quiet otherwise; on failure its last lines
+are shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+QUICK = "{quick}"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One reproducible experiment.
+
+    Attributes
+    ----------
+    name: the ``NAME`` of ``latentgp reproduce``; script: file in ``benchmarks/``.
+    summary: one line for ``--list``.
+    runs: argument lists, one subprocess each, in order; :data:`QUICK` marks where
+        ``--quick`` goes (dropped without ``--quick``).
+    pages: results pages written (relative to the repository root).
+    results_dir: ``(option, file name)`` when the script can write its page elsewhere:
+        ``--results-dir DIR`` becomes ``option DIR/file name``.
+    quick_overwrites: whether a ``--quick`` run writes over the repository's pages.
+    """
+
+    name: str
+    script: str
+    summary: str
+    pages: tuple[str, ...]
+    runs: tuple[tuple[str, ...], ...] = ((QUICK,),)
+    results_dir: tuple[str, str] | None = None
+    quick_overwrites: bool = True
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        Experiment(
+            "sparse_reproduction",
+            "sparse_reproduction.py",
+            "seed 004: SoR/DTC/FITC/VFE on the 1-D toy and UCI, vs GPflow (--quick: temp dir)",
+            ("docs/results/sparse.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
+            "savigp_reproduction",
+            "savigp_reproduction.py",
+            "seed 000: SAVIGP Table 1 and figures on the paper's data",
+            ("docs/results/savigp.md",),
+        ),
+        Experiment(
+            "sep_reproduction",
+            "sep_reproduction.py",
+            "seed 002: scalable EP classification (SEP, GFITC, SVGP), then the report",
+            ("docs/results/sep.md",),
+            runs=((QUICK,), ("--report",)),
+        ),
+        Experiment(
+            "qsgp_reproduction",
+            "qsgp_reproduction.py",
+            "seed 001: QSGP Tables 2 and 3, QSRVM, augmentation figure, digits",
+            ("docs/results/qsgp_reproduction.md",),
+        ),
+        Experiment(
+            "qsgp_scaling",
+            "qsgp_scaling.py",
+            "seed 001: QSGP per-step time and memory against m and N",
+            ("docs/results/qsgp_scaling.md",),
+        ),
+        Experiment(
+            "modulated_reproduction",
+            "modulated_reproduction.py",
+            "seed 003: SHGP, SMGP, SLGP, SVHGP and SVGP on toys, UCI, digits, then the report",
+            ("docs/results/modulated.md",),
+            runs=((QUICK,), ("--report",)),
+        ),
+        Experiment(
+            "svgp_performance",
+            "svgp_performance.py",
+            "SVGP step time and accuracy against GPyTorch and GPflow",
+            ("docs/results/performance.md",),
+            results_dir=("--out", "performance.md"),
+        ),
+        Experiment(
+            "svgp_scaling",
+            "svgp_scaling.py",
+            "SVGP epoch time over 1e4..1e7 streamed points and step time against M",
+            ("docs/results/scaling.md",),
+        ),
+        Experiment(
+            "scaleout",
+            "scaleout.py",
+            "data-parallel SVGP with 1 and 2 processes; out-of-core Parquet epoch",
+            ("docs/results/scale-out.md",),
+        ),
+        Experiment(
+            "exact_gp",
+            "exact_gp.py",
+            "exact GP up to N = 10^4: objective evaluation, fit and prediction time",
+            ("docs/results/exact_gp.md",),
+            results_dir=("--out", "exact_gp.md"),
+        ),
+    )
+}
+
+EPILOG = """\
+examples:
+  latentgp reproduce --list
+  latentgp reproduce sep_reproduction --quick
+  latentgp reproduce svgp_performance --quick --results-dir /tmp/perf -- --peers latentgp
+  latentgp reproduce qsgp_scaling --dry-run --json
+
+The scripts live in the repository's benchmarks/ folder (found next to an editable
+install, or give --benchmarks-dir / set LATENTGP_BENCHMARKS).  Full runs take from
+minutes to hours; --quick runs tiny budgets and overwrites the results pages with
+smoke-run numbers (except sparse_reproduction, which then writes to a temporary folder).
+"""
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser, fmt: Any) -> argparse.ArgumentParser:
+    """Add the ``reproduce`` command to the subparsers ``sub``."""
+    p = sub.add_parser(
+        "reproduce",
+        parents=[common],
+        help="re-run a benchmarks/ experiment and write its page",
+        description="Re-run one experiment script from benchmarks/ (see --list).\n"
+        "Arguments after '--' go to the script: latentgp reproduce NAME [options] [-- ARGS]",
+        epilog=EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("name", nargs="?", metavar="NAME", help="experiment (see --list)")
+    p.add_argument("--list", action="store_true", help="list the experiments and exit")
+    p.add_argument("--quick", action="store_true", help="tiny budgets (a smoke run)")
+    p.add_argument("--benchmarks-dir", metavar="DIR", help="the benchmarks/ folder")
+    p.add_argument("--results-dir", metavar="DIR", help="write the page here (if supported)")
+    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the script's output on stderr (default: when stderr is a terminal)",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.set_defaults(func=cmd_reproduce, script_args=[])
+    return p
+
+
+def benchmarks_dir(explicit: str | None = None) -> Path:
+    """The benchmarks folder: ``explicit``, ``$LATENTGP_BENCHMARKS`` or the source tree's."""
+    from latentgp import cli
+
+    given = explicit or os.environ.get("LATENTGP_BENCHMARKS")
+    if given:
+        path = Path(given)
+        if not path.is_dir():
+            origin = "--benchmarks-dir" if explicit else "LATENTGP_BENCHMARKS"
+            raise cli.CLIError(f"{origin} {given!r} is not a folder")
+        return path
+    import latentgp
+
+    path = Path(latentgp.__file__).resolve().parents[2] / "benchmarks"
+    if not path.is_dir():
+        raise cli.CLIError(
+            f"cannot find the benchmarks folder (looked in {str(path)!r}); the scripts ship "
+            "with the source repository: give --benchmarks-dir DIR or set LATENTGP_BENCHMARKS"
+        )
+    return path
+
+
+def commands(exp: Experiment, bench: Path, args: argparse.Namespace) -> list[list[str]]:
+    """The subprocess command lines of one reproduction."""
+    from latentgp import cli
+
+    script = str(bench / exp.script)
+    extra = list(args.script_args or [])
+    if args.results_dir:
+        if exp.results_dir is None:
+            able = [e.name for e in EXPERIMENTS.values() if e.results_dir]
+            raise cli.CLIError(
+                f"{exp.name} writes its page into docs/results only; --results-dir works "
+                f"with: {', '.join(able)}"
+            )
+        option, filename = exp.results_dir
+        extra += [option, str(Path(args.results_dir) / filename)]
+    out = []
+    for i, run in enumerate(exp.runs):
+        argv = [a for a in run if a != QUICK]
+        if QUICK in run and args.quick:
+            argv.insert(run.index(QUICK), "--quick")
+        if i == 0:
+            argv += extra
+        out.append([sys.executable, script, *argv])
+    return out
+
+
+def _snapshot(folders: list[Path]) -> dict[str, tuple[int, int]]:
+    files = {}
+    for folder in folders:
+        if folder.is_dir():
+            for p in folder.rglob("*"):
+                if p.is_file():
+                    st = p.stat()
+                    files[str(p)] = (st.st_mtime_ns, st.st_size)
+    return files
+
+
+def _run(cmd: list[str], cwd: Path, show: bool, tail: collections.deque) -> int:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line.rstrip("\n"))
+            if show:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+        return proc.wait()
+    except BaseException:  # Ctrl-C: stop the script, then report the interrupt
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Run ``latentgp reproduce``."""
+    from latentgp import cli
+
+    if args.list:
+        if args.json:
+            rows = [
+                {"name": e.name, "script": e.script, "summary": e.summary, "pages": e.pages}
+                for e in EXPERIMENTS.values()
+            ]
+            cli._emit_json(args, {"experiments": rows})
+        else:
+            width = max(len(n) for n in EXPERIMENTS)
+            for e in EXPERIMENTS.values():
+                cli._out(f"{e.name.ljust(width)}  {e.summary}")
+        return cli.EXIT_OK
+    names = ", ".join(EXPERIMENTS)
+    if args.name is None:
+        raise cli.CLIError(f"give an experiment NAME or --list; the experiments: {names}")
+    if args.name not in EXPERIMENTS:
+        raise cli.CLIError(f"unknown experiment {args.name!r}; choose one of: {names}")
+    exp = EXPERIMENTS[args.name]
+    bench = benchmarks_dir(args.benchmarks_dir)
+    if not (bench / exp.script).is_file():
+        raise cli.CLIError(f"{bench / exp.script} does not exist")
+    cmds = commands(exp, bench, args)
+    root = bench.parent
+    summary: dict[str, Any] = {
+        "name": exp.name,
+        "script": str(bench / exp.script),
+        "quick": bool(args.quick),
+        "commands": cmds,
+    }
+    if args.dry_run:
+        if args.json:
+            cli._emit_json(args, summary)
+        else:
+            for c in cmds:
+                cli._out(" ".join(c))
+        return cli.EXIT_OK
+    if args.results_dir and not os.path.isdir(args.results_dir):
+        os.makedirs(args.results_dir, exist_ok=True)
+    if args.quick and exp.quick_overwrites and not args.results_dir:
+        print(
+            f"{cli.PROG}: warning: a --quick run of {exp.name} writes its smoke-run numbers "
+            f"over {', '.join(exp.pages)} (git restores them)",
+            file=sys.stderr,
+        )
+    watch = [root / "docs" / "results"] + ([Path(args.results_dir)] if args.results_dir else [])
+    before = _snapshot(watch)
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    t0 = time.perf_counter()
+    tail: collections.deque = collections.deque(maxlen=20)
+    for c in cmds:
+        if show:
+            print(f"{cli.PROG}: running {' '.join(c)}", file=sys.stderr)
+        code = _run(c, root, show, tail)
+        if code != 0:
+            if not show:
+                for line in tail:
+                    print(line, file=sys.stderr)
+            print(f"{cli.PROG}: error: {exp.name} failed (exit status {code}) in: "
+                  f"{' '.join(c)}", file=sys.stderr)
+            return cli.EXIT_FAILURE
+    after = _snapshot(watch)
+    written = sorted(p for p, sig in after.items() if before.get(p) != sig)
+    summary.update(written=written, returncode=0)
+    if args.json:
+        cli._emit_json(args, summary)
+    else:
+        cli._out(f"reproduced {exp.name} in {time.perf_counter() - t0:.1f} s")
+        for p in written:
+            cli._out(f"  wrote {os.path.relpath(p)}")
+    return cli.EXIT_OK
