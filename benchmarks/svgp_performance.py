@@ -186,10 +186,21 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data", default="flights,synthetic")
+    ap.add_argument(
+        "--grid",
+        default="",
+        help="configurations M:B:dtype, comma-separated (default: the issue's full grid, "
+        "or three with --quick)",
+    )
     ap.add_argument("--out", default=os.path.join(RESULTS, "performance.md"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    if args.quick:
+    if args.grid:
+        grid = [
+            (int(M), int(B), dt)
+            for M, B, dt in (item.split(":") for item in args.grid.split(","))
+        ]
+    elif args.quick:
         grid = [(256, 1024, "float64"), (1024, 4096, "float64"), (256, 1024, "float32")]
     else:
         grid = [
@@ -236,6 +247,10 @@ def _write(args, rows, gemm) -> None:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     g = {k: float(np.median(v)) for k, v in gemm.items()}
     cmd = "python benchmarks/svgp_performance.py" + (" --quick" if args.quick else "")
+    if args.grid:
+        cmd += f" --grid {args.grid} --data {args.data}"
+    if os.path.abspath(args.out) != os.path.join(RESULTS, "performance.md"):
+        cmd += f" --out {os.path.relpath(args.out, ROOT)}"
     lines = [
         "# SVGP performance: latentgp vs GPyTorch and GPflow",
         "",
