@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 import torch
+
+from .validation import check_inputs
 
 
 def _generator(seed: int | None, device) -> torch.Generator:
@@ -116,3 +120,36 @@ def initial_inducing(
             raise ValueError("greedy inducing initialisation needs a kernel")
         return greedy_variance(X, num_inducing, kernel, seed)
     raise ValueError(f"unknown inducing initialisation {method!r}: use kmeans, random or greedy")
+
+
+def inducing_inputs_arg(Z: Any, dtype: torch.dtype, batched: bool = True) -> torch.Tensor | None:
+    """Validate a user's initial inducing inputs: ``(M, D)``, or ``(Q, M, D)`` if ``batched``.
+
+    Accepts arrays, tensors and DataFrames; a 1-D array is one input column.  Returns a
+    tensor of ``dtype`` (None for None); raises ``ValueError`` naming ``Z`` otherwise.
+    """
+    if Z is None:
+        return None
+    Zt = torch.as_tensor(np.asarray(Z.to_numpy() if hasattr(Z, "to_numpy") else Z))
+    if Zt.ndim == 1:
+        Zt = Zt[:, None]
+    shapes = (2, 3) if batched else (2,)
+    if Zt.ndim not in shapes:
+        want = "(M, D) or (Q, M, D)" if batched else "(M, D)"
+        raise ValueError(f"Z must have shape {want}, got {tuple(Zt.shape)}")
+    check_inputs(Zt.reshape(-1, Zt.shape[-1]), name="Z")
+    return Zt.to(dtype)
+
+
+def check_inducing_sizes(
+    init_Z: torch.Tensor | None, M: int, N: int, D: int, hint: str = ""
+) -> None:
+    """Raise ``ValueError`` if ``M > N`` inducing points are to be picked from the data, or
+    the given ``init_Z`` has the wrong number of columns."""
+    if init_Z is None and M > N:
+        raise ValueError(
+            f"num_inducing={M} is larger than the {N} training points; "
+            f"use num_inducing <= {N}{hint}"
+        )
+    if init_Z is not None and init_Z.shape[-1] != D:
+        raise ValueError(f"Z has {init_Z.shape[-1]} columns but X has {D}")

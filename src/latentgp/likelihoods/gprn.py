@@ -52,6 +52,17 @@ class GPRN(Likelihood):
         Q, P = self.num_nodes, self.num_outputs
         return f[..., :Q], f[..., Q:].reshape(f.shape[:-1] + (P, Q))
 
+    def initial_latent_means(self) -> torch.Tensor:
+        """``(Q + PQ,)``: nodes at 0, weights at 1.
+
+        All-zero means are a saddle of any objective over ``W g`` (the gradient with
+        respect to each factor is proportional to the other's mean), so a model starting
+        there never moves; unit weights break the symmetry.
+        """
+        out = torch.zeros(self.latent_dim, dtype=torch.float64)
+        out[self.num_nodes :] = 1.0
+        return out
+
     def validate_targets(self, y, name="y"):
         if y.ndim != 2 or y.shape[1] != self.num_outputs:
             raise ValueError(

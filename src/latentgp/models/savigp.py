@@ -40,12 +40,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..inducing import initial_inducing
+from ..inducing import check_inducing_sizes, inducing_inputs_arg, initial_inducing
 from ..kernels import Kernel
 from ..likelihoods import CallableLikelihood, Likelihood
 from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
-from ..validation import check_inputs, check_positive_int, check_targets
+from ..validation import check_positive_int, check_targets
 from ..variational.mixture import (
     MixtureVariational,
     component_marginals,
@@ -187,16 +187,10 @@ class SAVIGP(GPModel):
         self.dense = bool(dense)
         if Z is not None and self.dense:
             raise ValueError("Z cannot be given with dense=True (Z is the training inputs)")
-        if Z is not None:
-            Zt = torch.as_tensor(np.asarray(Z), dtype=self.dtype_)
-            if Zt.ndim == 1:
-                Zt = Zt[:, None]
-            if Zt.ndim not in (2, 3):
-                raise ValueError(f"Z must have shape (M, D) or (Q, M, D), got {tuple(Zt.shape)}")
-            check_inputs(Zt.reshape(-1, Zt.shape[-1]), name="Z")
-            shared_inducing = Zt.ndim == 2
-            num_inducing = Zt.shape[-2]
-        self._init_Z = None if Z is None else Zt
+        self._init_Z = inducing_inputs_arg(Z, self.dtype_)
+        if self._init_Z is not None:
+            shared_inducing = self._init_Z.ndim == 2
+            num_inducing = self._init_Z.shape[-2]
         if num_inducing is not None:
             num_inducing = check_positive_int(num_inducing, "num_inducing")
         elif sparsity is None and not self.dense and Z is None:
@@ -336,13 +330,8 @@ class SAVIGP(GPModel):
     def _validate_sizes(self, N: int) -> None:
         if self.dense and N != self.num_data:
             raise ValueError(f"this dense model was built for {self.num_data} points, got {N}")
-        if self._init_Z is not None and self._init_Z.shape[-1] != self.input_dim:
-            raise ValueError(f"Z has {self._init_Z.shape[-1]} columns but X has {self.input_dim}")
-        if not self.dense and self._init_Z is None and self.M > N:
-            raise ValueError(
-                f"num_inducing={self.M} is larger than the {N} training points; "
-                f"use num_inducing <= {N} or dense=True"
-            )
+        if not self.dense:
+            check_inducing_sizes(self._init_Z, self.M, N, self.input_dim, " or dense=True")
 
     def _init_from_data(self, X, y):
         super()._init_from_data(X, y)

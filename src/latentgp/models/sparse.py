@@ -48,11 +48,11 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..inducing import initial_inducing
+from ..inducing import check_inducing_sizes, inducing_inputs_arg, initial_inducing
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cho_solve, cholesky, solve_lower
-from ..validation import check_inputs, check_positive_int
+from ..validation import check_positive_int
 from .base import GPModel, register_model
 
 METHODS = ("sor", "dtc", "fitc", "vfe")
@@ -121,17 +121,9 @@ class SparseGP(GPModel):
                 f"SparseGP ({self.method}) needs a Gaussian likelihood, got "
                 f"{type(self.likelihood).__name__}: use SVGP for other likelihoods"
             )
-        if Z is not None:
-            Zt = torch.as_tensor(Z.to_numpy() if hasattr(Z, "to_numpy") else Z)
-            if Zt.ndim == 1:
-                Zt = Zt[:, None]
-            if Zt.ndim != 2:
-                raise ValueError(f"Z must have shape (M, D), got {tuple(Zt.shape)}")
-            check_inputs(Zt, name="Z")
-            num_inducing = Zt.shape[0]
-            self._init_Z = Zt.to(self.dtype_)
-        else:
-            self._init_Z = None
+        self._init_Z = inducing_inputs_arg(Z, self.dtype_, batched=False)
+        if self._init_Z is not None:
+            num_inducing = self._init_Z.shape[0]
         self.num_inducing = check_positive_int(num_inducing, "num_inducing")
         if inducing_init not in ("kmeans", "random", "greedy"):
             raise ValueError(
@@ -175,13 +167,7 @@ class SparseGP(GPModel):
         return {"optimizer": "lbfgs", "lr": 1.0, "max_steps": 200, "tol": 1e-9}
 
     def _validate_sizes(self, N: int) -> None:
-        if self._init_Z is None and self.num_inducing > N:
-            raise ValueError(
-                f"num_inducing={self.num_inducing} is larger than the {N} training points; "
-                f"use num_inducing <= {N}"
-            )
-        if self._init_Z is not None and self._init_Z.shape[-1] != self.input_dim:
-            raise ValueError(f"Z has {self._init_Z.shape[-1]} columns but X has {self.input_dim}")
+        check_inducing_sizes(self._init_Z, self.num_inducing, N, self.input_dim)
 
     def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         super()._init_from_data(X, y)

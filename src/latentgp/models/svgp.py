@@ -12,11 +12,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..inducing import initial_inducing
+from ..inducing import check_inducing_sizes, inducing_inputs_arg, initial_inducing
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cholesky, solve_lower, solve_upper_t
-from ..validation import check_inputs, check_positive_int
+from ..validation import check_positive_int
 from ..variational import GaussianVariational, conditional_marginals
 from ..variational.conditionals import whitened_moments
 from .base import GPModel, register_model
@@ -58,18 +58,10 @@ class SVGP(GPModel):
         dtype=None,
     ) -> None:
         super().__init__(kernel, likelihood, normalize_y, device, dtype)
-        if Z is not None:
-            Zt = torch.as_tensor(Z.to_numpy() if hasattr(Z, "to_numpy") else Z)
-            if Zt.ndim == 1:
-                Zt = Zt[:, None]
-            if Zt.ndim not in (2, 3):
-                raise ValueError(f"Z must have shape (M, D) or (Q, M, D), got {tuple(Zt.shape)}")
-            check_inputs(Zt.reshape(-1, Zt.shape[-1]), name="Z")
-            shared_inducing = Zt.ndim == 2
-            num_inducing = Zt.shape[-2]
-            self._init_Z = Zt.to(self.dtype_)
-        else:
-            self._init_Z = None
+        self._init_Z = inducing_inputs_arg(Z, self.dtype_)
+        if self._init_Z is not None:
+            shared_inducing = self._init_Z.ndim == 2
+            num_inducing = self._init_Z.shape[-2]
         self.num_inducing = check_positive_int(num_inducing, "num_inducing")
         if covariance not in ("full", "diag"):
             raise ValueError(f"covariance must be 'full' or 'diag', got {covariance!r}")
@@ -121,13 +113,7 @@ class SVGP(GPModel):
         self.to(dtype=self.dtype_, device=self.device_)
 
     def _validate_sizes(self, N: int) -> None:
-        if self._init_Z is None and self.num_inducing > N:
-            raise ValueError(
-                f"num_inducing={self.num_inducing} is larger than the {N} training points; "
-                f"use num_inducing <= {N}"
-            )
-        if self._init_Z is not None and self._init_Z.shape[-1] != self.input_dim:
-            raise ValueError(f"Z has {self._init_Z.shape[-1]} columns but X has {self.input_dim}")
+        check_inducing_sizes(self._init_Z, self.num_inducing, N, self.input_dim)
 
     def _init_from_data(self, X, y):
         super()._init_from_data(X, y)
@@ -146,6 +132,14 @@ class SVGP(GPModel):
             if not self.whiten:
                 Lzz, _ = cholesky(self.kernel(self.Z), "Kzz")
                 self.q.set_unwhitened_init(Lzz, 1.0)
+            init_mean = getattr(self.likelihood, "initial_latent_means", None)
+            if init_mean is not None:  # e.g. GPRN: start off the W g = 0 saddle
+                c = init_mean().to(self.q.q_mu)  # (Q,)
+                u = c[:, None].expand_as(self.q.q_mu)[..., None]  # u = c 1_M
+                if self.whiten:
+                    Lzz, _ = cholesky(self.kernel(self.Z), "Kzz")
+                    u = solve_lower(Lzz.expand(u.shape[0], *Lzz.shape[-2:]), u)
+                self.q.q_mu.copy_(u[..., 0])
 
     # ------------------------------------------------------------------ objective --
     def prior_factor(self) -> torch.Tensor:
