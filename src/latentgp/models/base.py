@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
+import warnings
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,7 @@ from torch import nn
 from ..config import default_dtype, get_config
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Likelihood, likelihood_from_config, likelihood_from_name
+from ..linalg import JitterWarning
 from ..training import fit as train
 from ..validation import check_inputs, check_positive_int, check_targets
 
@@ -140,7 +143,8 @@ class GPModel(nn.Module):
                 f"{name} has {out} output column(s) but the model was trained with "
                 f"{self.output_dim}"
             )
-        if self.likelihood.latent_dim > 1 and y.ndim != 1:
+        multi_output = getattr(self.likelihood, "num_outputs", None) is not None
+        if self.likelihood.latent_dim > 1 and y.ndim != 1 and not multi_output:
             raise ValueError(
                 f"{name} must be a 1-D array of class labels, got shape {tuple(y.shape)}"
             )
@@ -175,6 +179,7 @@ class GPModel(nn.Module):
         max_steps: int | None = None,
         lr: float | None = None,
         optimizer: str | None = None,
+        optimizer_kwargs: dict[str, Any] | None = None,
         progress: bool | None = None,
         seed: int | None = None,
         tol: float | None = None,
@@ -189,10 +194,13 @@ class GPModel(nn.Module):
 
         ``epochs=E`` takes exactly ``E * ceil(N / batch_size)`` optimiser steps.  Calling
         ``fit`` again continues from the current parameters.  The run's record is in
-        ``self.history_``.  With ``checkpoint=path`` the run writes resumable checkpoints
-        (every ``checkpoint_every`` steps / ``checkpoint_seconds`` seconds, at the end and
-        on Ctrl-C); ``resume=True`` continues from one.  Inside a ``torch.distributed``
-        process group the step is data-parallel (see :mod:`latentgp.training.distributed`).
+        ``self.history_``.  ``optimizer_kwargs`` (a dict) go to the ``torch.optim``
+        constructor, e.g. ``{"rho": 0.95, "eps": 1e-6}`` for adadelta (see
+        :func:`latentgp.training.make_optimizer`).  With ``checkpoint=path`` the run writes
+        resumable checkpoints (every ``checkpoint_every`` steps / ``checkpoint_seconds``
+        seconds, at the end and on Ctrl-C); ``resume=True`` continues from one.  Inside a
+        ``torch.distributed`` process group the step is data-parallel (see
+        :mod:`latentgp.training.distributed`).
         Ctrl-C stops training cleanly, keeping the last completed step.  Returns ``self``.
         """
         source = None
@@ -235,25 +243,32 @@ class GPModel(nn.Module):
             ys = self._initialize(Xt, yt, seed)
         self.train()
         self._cache = None
-        self.history_ = train(
-            self,
-            Xt,
-            ys,
-            batch_size=batch_size,
-            epochs=epochs,
-            max_steps=max_steps,
-            lr=lr,
-            optimizer=optimizer,
-            progress=progress,
-            seed=seed,
-            tol=tol,
-            callbacks=callbacks,
-            objective_offset=-N * self._log_scale_sum(),
-            checkpoint=checkpoint,
-            checkpoint_every=checkpoint_every,
-            checkpoint_seconds=checkpoint_seconds,
-            resume=resume,
-        )
+        with _JitterLog() as jitter_log:
+            self.history_ = train(
+                self,
+                Xt,
+                ys,
+                batch_size=batch_size,
+                epochs=epochs,
+                max_steps=max_steps,
+                lr=lr,
+                optimizer=optimizer,
+                optimizer_kwargs=optimizer_kwargs,
+                progress=progress,
+                seed=seed,
+                tol=tol,
+                callbacks=callbacks,
+                objective_offset=-N * self._log_scale_sum(),
+                checkpoint=checkpoint,
+                checkpoint_every=checkpoint_every,
+                checkpoint_seconds=checkpoint_seconds,
+                resume=resume,
+            )
+        if jitter_log.count:
+            self.history_.events.append(
+                f"jitter raised: {jitter_log.count} Cholesky factorisation(s) needed more than "
+                f"the default jitter, up to relative jitter {jitter_log.largest:.1e}"
+            )
         self._cache = None
         self.eval()
         return self
@@ -354,8 +369,24 @@ class GPModel(nn.Module):
         """Latent marginals ``(B, Q)`` each, in scaled-target units."""
         raise NotImplementedError
 
-    def _chunks(self, X: torch.Tensor, chunk_size: int | None):
+    def _rows_per_chunk(self, chunk_size: int | None) -> int:
+        """Rows per prediction chunk: the argument, the config, or automatic.
+
+        Automatic: about 2^20 entries in the chunk's ``(rows, M Q)`` cross-covariance
+        block (8 MiB in float64), so that the block and its product stay in cache
+        (twice the throughput of 65,536-row chunks at M = 256 on a 2-core machine).
+        """
         cs = chunk_size or get_config().chunk_size
+        if cs:
+            return int(cs)
+        return max(256, min(65536, (1 << 20) // max(1, self._chunk_width())))
+
+    def _chunk_width(self) -> int:
+        """Columns of the largest per-row intermediate at prediction (M Q for sparse models)."""
+        return int(getattr(self, "num_inducing", 0) or 0) * max(1, self.num_latent)
+
+    def _chunks(self, X: torch.Tensor, chunk_size: int | None):
+        cs = self._rows_per_chunk(chunk_size)
         for start in range(0, X.shape[0], cs):
             yield X[start : start + cs]
 
@@ -435,7 +466,7 @@ class GPModel(nn.Module):
         ys = self._scale_y(yt)
         cache = self._prediction_cache()
         out = []
-        cs = chunk_size or get_config().chunk_size
+        cs = self._rows_per_chunk(chunk_size)
         with torch.no_grad():
             for start in range(0, Xt.shape[0], cs):
                 m, v = self._predict_f_chunk(Xt[start : start + cs], cache)
@@ -514,6 +545,36 @@ class GPModel(nn.Module):
             raise
 
 
+class _JitterLog:
+    """Count the :class:`JitterWarning` s raised while training (and let every warning
+    through unchanged), so that ``fit`` can report raised jitter in ``history_.events``."""
+
+    def __enter__(self) -> _JitterLog:
+        self.count, self.largest = 0, 0.0
+        self._ctx = warnings.catch_warnings(record=True)
+        self._caught = self._ctx.__enter__()
+        warnings.simplefilter("always", JitterWarning)  # count even those the caller hides
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._ctx.__exit__(*exc)
+        for w in self._caught:
+            if issubclass(w.category, JitterWarning):
+                self.count += 1
+                m = re.search(r"needed relative jitter ([0-9.e+-]+)", str(w.message))
+                if m:
+                    self.largest = max(self.largest, float(m.group(1)))
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def _first_sentence(err: BaseException, limit: int, whole: bool = False) -> str:
+    """An exception's text on one line: its first sentence (or all of it), cut at ``limit``."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    if not whole:
+        text = text.split(". ")[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def load(path: str | os.PathLike, device: torch.device | str | None = None) -> GPModel:
     """Load a model written by :meth:`GPModel.save` (no code from the file is executed)."""
     path = os.fspath(path)
@@ -524,7 +585,7 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> G
     except Exception as err:  # noqa: BLE001
         raise ValueError(
             f"{path} is not a readable latentgp model file (corrupted, truncated, or not a "
-            f"model file): {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+            f"model file): {type(err).__name__}: {_first_sentence(err, 160)}"
         ) from None
     if not isinstance(payload, dict) or "header" not in payload or "state" not in payload:
         raise ValueError(f"{path} is not a latentgp model file (no header)")
@@ -550,7 +611,7 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> G
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ValueError(
             f"{path}: header and tensors do not describe a valid {name}: "
-            f"{str(err).splitlines()[0][:300]}"
+            f"{_first_sentence(err, 300, whole=True)}"
         ) from None
     model.to(device=model.device_)
     model.eval()

@@ -56,17 +56,20 @@ with a Gaussian likelihood the augmentation of Appendix G (Prop. 4): one extra b
 function at ``x*`` with its closed-form (Prop. 1) diagonal, adding
 ``s2 k**^2 / (k*^T k* + s2 k**)`` to the latent variance.
 
-Training (``fit``) is a dedicated loop: every step gathers only the sampled rows of the
-length-``m`` parameter vectors, differentiates the estimate with respect to those rows,
-and writes them back with sparse AdaGrad (or plain SGD) -- no optimiser ever touches the
-whole vector, so a step costs ``O(n~ m~ + m~^2)`` whatever ``m`` and ``N``; the few
-kernel / noise hyperparameters use Adam.
+Training (``fit``) plugs its own step into the shared loop driver
+(:func:`latentgp.training.loop.run_loop`: progress, callbacks, ``tol``, checkpoint/resume,
+Ctrl-C): every step gathers only the sampled rows of the length-``m`` parameter vectors,
+differentiates the estimate with respect to those rows, and writes them back with sparse
+AdaGrad (or plain SGD) -- no optimiser ever touches the whole vector, so a step costs
+``O(n~ m~ + m~^2)`` whatever ``m`` and ``N``; the few kernel / noise hyperparameters use
+Adam.  Data-parallel runs average the gradients of the gathered rows (:meth:`QSGP.fit`).
 """
 
 from __future__ import annotations
 
 import math
-import time
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -78,7 +81,9 @@ from ..kernels.features import SPECTRAL_DOF, RandomFourierFeatures
 from ..likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
 from ..linalg import cholesky
 from ..parameters import LOG_2PI
-from ..training import FitHistory, ProgressBar
+from ..training import distributed as D
+from ..training.fit import check_optimizer_kwargs
+from ..training.loop import Sampler, StepTask, run_loop, total_steps
 from ..validation import check_positive_float, check_positive_int
 from .base import GPModel, register_model
 
@@ -636,17 +641,36 @@ class QSGP(GPModel):
         max_steps: int | None = None,
         lr: float | None = None,
         optimizer: str | None = None,
+        optimizer_kwargs: Mapping[str, Any] | None = None,
         progress: bool | None = None,
         seed: int | None = None,
         tol: float | None = None,
         callbacks=(),
+        checkpoint: str | os.PathLike | None = None,
+        checkpoint_every: int | None = None,
+        checkpoint_seconds: float | None = None,
+        resume: bool = False,
     ) -> QSGP:
         """Fit by sparse stochastic steps (see module docstring).
 
         ``batch_size`` is n~ (data rows per step, default ``min(N, 500)``); ``epochs=E``
         takes ``E * ceil(N / n~)`` steps; ``optimizer`` is ``"adagrad"`` (default) or
         ``"sgd"`` (no momentum: the control variate needs sparse updates); ``lr`` its
-        step size (default 0.1).  The record is in ``self.history_`` (a FitHistory).
+        step size (default 0.1); ``optimizer_kwargs``: ``{"eps": ...}`` for adagrad (the
+        constant added to the root of the accumulated squared gradients, default 1e-10).
+        The record is in ``self.history_`` (a FitHistory).  The loop is
+        :func:`latentgp.training.loop.run_loop`: ``progress``, ``callbacks``, ``tol``,
+        Ctrl-C and ``checkpoint``/``checkpoint_every``/``checkpoint_seconds``/``resume``
+        behave as in :meth:`GPModel.fit` (a checkpoint holds the AdaGrad accumulators, the
+        control variate's running expectations and the hyperparameter optimiser, so a
+        resumed run matches an uninterrupted one).
+
+        Inside an initialised ``torch.distributed`` default group (``latentgp fit
+        --nproc``, torchrun) every process passes the same full ``X, y`` and draws the same
+        indices; each evaluates the estimator on its part of the sampled rows (weighted so
+        that the average over processes is the one-process estimate) and the gradients of
+        the gathered rows and of the hyperparameters are averaged before the (identical)
+        sparse update: the run equals the one-process run up to round-off.
         """
         Xt = self._check_X(X)
         yt = self._check_y(y, Xt.shape[0])
@@ -668,11 +692,18 @@ class QSGP(GPModel):
                 f"{list(VARIATIONAL_OPTIMIZERS)} (momentum methods would break the "
                 f"control variate's running expectation), got {optimizer!r}"
             )
+        eps = self._sparse_optimizer_eps(optimizer, check_optimizer_kwargs(optimizer_kwargs))
         lr = self.default_lr if lr is None else lr
         if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
             raise ValueError(f"lr must be a positive number, got {lr!r}")
         if tol is not None:
             tol = check_positive_float(tol, "tol")
+        rank, W = D.world()
+        if W > 1 and batch_size < W:
+            raise ValueError(
+                f"batch_size={batch_size} is smaller than the {W} processes: every process "
+                "needs at least one row of each batch"
+            )
         first = not self.built
         if first:
             if yt.ndim != 1:
@@ -693,96 +724,106 @@ class QSGP(GPModel):
             cfd = self._is_gaussian() and N * self.m <= 2e8
         if cfd and first:
             self.set_closed_form_diagonal(Xt)
+        if W > 1:
+            D.broadcast_state(self)
         self._ensure_state()
         st = self._train_state
-        cv = None
-        if self.cv_rank:
-            if st["cv"] is None or first:
-                st["cv"] = self._make_cv(Xt, self.cv_rank, 0 if seed is None else seed)
-            cv = st["cv"]
-        steps_per_epoch = math.ceil(N / batch_size)
-        total = epochs * steps_per_epoch if epochs is not None else (max_steps or 1000)
-        gen = torch.Generator(device="cpu").manual_seed(0 if seed is None else int(seed))
+        if self.cv_rank and (st["cv"] is None or first):
+            st["cv"] = self._make_cv(Xt, self.cv_rank, 0 if seed is None else seed)
+        # the sampler only holds the index generator: _step draws rows (with replacement),
+        # basis functions and columns from it
+        sampler = Sampler(N, batch_size, seed, mode="none")
+        total = total_steps(sampler.steps_per_epoch, epochs, max_steps)
         hyper = self._hyper_params()
         hopt = torch.optim.Adam(hyper, lr=self.hyper_lr) if hyper else None
-        history = FitHistory()
-        offset = -N * self._log_scale_sum()
-        bar = ProgressBar(total, desc="QSGP", enabled=progress)
-        t0 = time.perf_counter()
+        task = _QSGPTask(self, Xt, ys, batch_size, sampler, lr, optimizer, eps, hopt)
+        fingerprint = {
+            "N": N,
+            "B": batch_size,
+            "seed": seed,
+            "optimizer": optimizer,
+            "model": "QSGP",
+            "m": self.m,
+        }
         self.train()
         self._cache = None
-        consecutive = 0
-        epoch_vals: list[float] = []
-        prev_mean, calm = None, 0
-        step = 0
-        try:
-            while step < total:
-                value = self._step(Xt, ys, N, batch_size, gen, lr, optimizer, hopt, cv, step)
-                if not math.isfinite(value):
-                    consecutive += 1
-                    lr *= 0.5
-                    history.events.append(
-                        f"step {step}: non-finite objective; step skipped, lr lowered to {lr:.3g}"
-                    )
-                    if consecutive >= 8:
-                        raise FloatingPointError(
-                            "QSGP training produced a non-finite objective 8 times in a row; "
-                            "lower lr or check the data scale"
-                        )
-                else:
-                    consecutive = 0
-                    history.objective.append(value + offset)
-                    epoch_vals.append(value)
-                step += 1
-                bar.update(1, items=batch_size, objective=(value + offset) / N)
-                info = {
-                    "step": step,
-                    "epoch": step / steps_per_epoch,
-                    "objective": value + offset,
-                    "model": self,
-                    "seconds": time.perf_counter() - t0,
-                }
-                if any(cb(info) for cb in callbacks):
-                    history.stopped = "callback"
-                    break
-                if tol is not None and step % steps_per_epoch == 0 and epoch_vals:
-                    mean = sum(epoch_vals) / len(epoch_vals)
-                    epoch_vals = []
-                    if prev_mean is not None:
-                        rel = abs(mean - prev_mean) / max(abs(prev_mean), 1e-12)
-                        calm = calm + 1 if rel < tol else 0
-                        if calm >= 3:
-                            history.stopped = f"converged (relative change < {tol:g})"
-                            break
-                    prev_mean = mean
-        finally:
-            bar.close()
-            history.steps = step
-            history.epochs = step / steps_per_epoch
-            history.seconds = time.perf_counter() - t0
-        if not history.stopped:
-            history.stopped = "step budget reached"
+        self.history_ = run_loop(
+            task,
+            sampler,
+            total,
+            desc="QSGP",
+            progress=progress,
+            tol=tol,
+            callbacks=callbacks,
+            model=self,
+            objective_offset=-N * self._log_scale_sum(),
+            objective_scale=1.0 / N,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            checkpoint_seconds=checkpoint_seconds,
+            resume=resume,
+            fingerprint=fingerprint,
+            rank=rank,
+            stacklevel=3,
+        )
         if cfd:
             self.set_closed_form_diagonal(Xt)
-            if cv is not None:
+            if self.cv_rank:
+                st = self._train_state
                 st["cv"] = self._make_cv(Xt, self.cv_rank, 0 if seed is None else seed)
-        self.history_ = history
         self._cache = None
         self.eval()
         return self
 
-    def _step(self, X, y, n, batch_size, gen, lr, optimizer, hopt, cv, step) -> float:
-        """One sparse step; returns the objective estimate (before the step)."""
+    @staticmethod
+    def _sparse_optimizer_eps(optimizer: str, optimizer_kwargs: dict | None) -> float:
+        """AdaGrad's ``eps`` from ``optimizer_kwargs`` (the only setting the sparse steps
+        take); ``ValueError`` for anything else."""
+        kw = dict(optimizer_kwargs or {})
+        allowed = {"eps"} if optimizer == "adagrad" else set()
+        unknown = sorted(set(kw) - allowed)
+        if unknown:
+            raise ValueError(
+                f"optimizer_kwargs {unknown} are not settings of QSGP's sparse {optimizer} "
+                f"(it accepts {sorted(allowed) or 'none'})"
+            )
+        eps = kw.get("eps", 1e-10)
+        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
+            raise ValueError(f"optimizer_kwargs['eps'] must be a number >= 0, got {eps!r}")
+        return float(eps)
+
+    def _step(self, X, y, n, batch_size, gen, lr, optimizer, hopt, cv, step, eps=1e-10) -> float:
+        """One sparse step; returns the objective estimate (before the step).
+
+        In a process group with W > 1 processes, this process evaluates its part of the
+        sampled rows at weight ``n W |part| / n~`` (see
+        :func:`latentgp.training.distributed.local_part`) and the objective and the
+        gradients are averaged over processes before the update.
+        """
         s = self._sample(n, batch_size, gen)
         lv = self._gather(s)
         ell = s["ell"]
+        W = D.world()[1]
+        n_eff = n
+        if W > 1:
+            ell, weight = D.local_part(ell)
+            n_eff = n * weight
         learn_h = hopt is not None and step >= self.hyper_delay
         if hopt is not None:
             hopt.zero_grad(set_to_none=True)
-        obj = self._estimate(X[ell], y[ell], n, s, lv, cv)
-        if not torch.isfinite(obj):
+        obj = self._estimate(X[ell], y[ell], n_eff, s, lv, cv)
+        value = obj.detach()
+        if W > 1:
+            value = value.clone().reshape(())
+            D.all_reduce_mean_([value])
+        if not torch.isfinite(value):
             return float("nan")
         (-obj / n).backward()
+        if W > 1:
+            grads = [v.grad for v in lv.values() if v.grad is not None]
+            if hopt is not None:
+                grads += [p.grad for p in hopt.param_groups[0]["params"] if p.grad is not None]
+            D.all_reduce_mean_(grads)
         st = self._train_state
         U, R = s["U"], s["R"]
         with torch.no_grad():
@@ -790,13 +831,13 @@ class QSGP(GPModel):
                 old_mu = lv["mu"].detach().clone()
                 old_C = self._column_values(U, R, lv["dense"], lv["craw"]).detach()
             rows_cols = (U[:, None], R[None, :])
-            new_mu = self._update(self.mu, st["G_mu"], U, lv["mu"], lr, optimizer)
-            new_craw = self._update(self.c_raw, st["G_craw"], U, lv["craw"], lr, optimizer)
+            new_mu = self._update(self.mu, st["G_mu"], U, lv["mu"], lr, optimizer, eps)
+            new_craw = self._update(self.c_raw, st["G_craw"], U, lv["craw"], lr, optimizer, eps)
             new_dense = self._update(
-                self.c_dense, st["G_dense"], rows_cols, lv["dense"], lr, optimizer
+                self.c_dense, st["G_dense"], rows_cols, lv["dense"], lr, optimizer, eps
             )
             if self.basis == "rvm":
-                self._update(self.log_s, st["G_log_s"], U, lv["log_s"], lr, optimizer)
+                self._update(self.log_s, st["G_log_s"], U, lv["log_s"], lr, optimizer, eps)
             if cv is not None:
                 PhiP = cv["PhiP"]
                 cv["a"] += PhiP @ (new_mu - old_mu)
@@ -810,17 +851,17 @@ class QSGP(GPModel):
                 )
                 if ok:
                     hopt.step()
-        return float(obj.detach())
+        return float(value)
 
     @staticmethod
-    def _update(param, G, index, leaf, lr, optimizer) -> torch.Tensor:
+    def _update(param, G, index, leaf, lr, optimizer, eps: float = 1e-10) -> torch.Tensor:
         """Sparse AdaGrad / SGD on the rows ``index`` of ``param``; returns the new rows."""
         g = leaf.grad
         if g is None:
             return leaf.detach()
         if optimizer == "adagrad":
             G[index] = G[index] + g * g
-            new = leaf.detach() - lr * g / (torch.sqrt(G[index]) + 1e-10)
+            new = leaf.detach() - lr * g / (torch.sqrt(G[index]) + eps)
         else:
             new = leaf.detach() - lr * g
         param.data[index] = new
@@ -863,3 +904,65 @@ class QSGP(GPModel):
         if self.basis != "rvm":
             raise ValueError("relevance vectors exist only for basis='rvm'")
         return torch.nonzero(torch.exp(self.log_s.detach()) < threshold).flatten().cpu().numpy()
+
+
+class _QSGPTask(StepTask):
+    """QSGP's sparse step for :func:`~latentgp.training.loop.run_loop`.  A non-finite
+    estimate skips the step and halves the learning rate (nothing was changed, so there
+    is nothing to restore)."""
+
+    warn_on_failure = False
+
+    def __init__(self, model: QSGP, X, y, batch_size, sampler, lr, optimizer, eps, hopt):
+        self.model, self.X, self.y, self.batch_size = model, X, y, batch_size
+        self.sampler, self.lr, self.optimizer, self.eps, self.hopt = (
+            sampler,
+            lr,
+            optimizer,
+            eps,
+            hopt,
+        )
+
+    def step(self, step: int, idx: torch.Tensor | None) -> tuple[float, bool]:
+        m = self.model
+        cv = m._train_state["cv"] if m.cv_rank else None
+        value = m._step(
+            self.X,
+            self.y,
+            self.X.shape[0],
+            self.batch_size,
+            self.sampler.gen,
+            self.lr,
+            self.optimizer,
+            self.hopt,
+            cv,
+            step,
+            self.eps,
+        )
+        return value, math.isfinite(value)
+
+    def recover(self, step: int) -> str:
+        self.lr *= 0.5
+        return f"step {step}: non-finite objective; step skipped, lr lowered to {self.lr:.3g}"
+
+    def give_up(self, failures: int) -> str:
+        return (
+            f"QSGP training produced a non-finite objective {failures} times in a row; "
+            "lower lr or check the data scale"
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "train_state": self.model._train_state,
+            "hyper_optimizer": None if self.hopt is None else self.hopt.state_dict(),
+            "lr": self.lr,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        m = self.model
+        m.load_state_dict(state["model"])
+        m._train_state = state["train_state"]
+        if self.hopt is not None:
+            self.hopt.load_state_dict(state["hyper_optimizer"])
+        self.lr = float(state["lr"])

@@ -32,26 +32,30 @@ Training schemes (``scheme=``):
   site keeps the ``upsilon_i`` it was last updated with so it can be removed exactly from
   ``A, c``: memory O(N M), the seed's bound (notes §1.5).
 
-The training loop lives in :meth:`SEP.fit` (site updates need the indices of the minibatch,
-which the shared loop does not pass); it honours ``epochs``/``max_steps``/``batch_size``/
-``seed``/``progress``/``callbacks``/``tol`` and records a :class:`~latentgp.training.FitHistory`.
+Training runs on the shared loop driver (:func:`latentgp.training.loop.run_loop`) with
+SEP's own step (site updates, then one hyperparameter step), so it has the same
+progress bar, callbacks, ``tol``, :class:`~latentgp.training.FitHistory`, repair of failed
+steps, exact checkpoint/resume and Ctrl-C handling as the gradient-trained models.  Inside a
+``torch.distributed`` default group (``latentgp fit --nproc``) every process updates the
+sites of its part of the data and the natural-parameter sums of all parts are added
+(:meth:`SEP.fit`).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import time
-import warnings
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch.special import log_ndtr
 
 from ..linalg import CholeskyError, solve_lower, solve_upper_t
-from ..training import FitHistory, TrainingWarning
-from ..training.fit import _make_optimizer
-from ..training.progress import ProgressBar
+from ..training import distributed as D
+from ..training.fit import check_optimizer_kwargs, make_optimizer
+from ..training.loop import Sampler, StepTask, run_loop, total_steps
 from ..validation import check_positive_int
 from .base import register_model
 from .ep_sites import (
@@ -235,30 +239,83 @@ class SEP(InducingEPClassifier):
         self.site_updates_ += int(ok.numel())
         self.skipped_updates_ += int((~ok).sum())
 
-    def _batch_posterior(self, L, V, reduce: _Reducer) -> WhitenedPosterior:
-        LtAL, h = site_sums(V, self.site_nu, self.site_mu)
+    def _batch_posterior(self, L, V, reduce: _Reducer, nu=None, mu=None) -> WhitenedPosterior:
+        nu = self.site_nu if nu is None else nu
+        mu = self.site_mu if mu is None else mu
+        LtAL, h = site_sums(V, nu, mu)
         both = reduce(torch.cat([LtAL.reshape(-1), h]))
         M = L.shape[0]
         return WhitenedPosterior(L, both[: M * M].reshape(M, M), both[M * M :])
 
     @torch.no_grad()
-    def sweep(self, X: torch.Tensor, ypm: torch.Tensor, reduce: _Reducer | None = None):
+    def sweep(
+        self,
+        X: torch.Tensor,
+        ypm: torch.Tensor,
+        reduce: _Reducer | None = None,
+        rows: torch.Tensor | None = None,
+    ):
         """One parallel, damped update of all sites of ``X`` (batch scheme, eqs. 14-25).
 
+        ``rows``: ``X`` holds only these rows of the training data (this process's part in
+        a data-parallel run whose every process stores all N sites); the new sites of all
+        parts are then combined by ``reduce`` so that every process holds all of them.
         Returns ``(L, V, s, q)`` with ``q`` rebuilt from the new sites.
         """
         reduce = reduce or _Reducer()
+        nu0 = self.site_nu if rows is None else self.site_nu[rows]
+        mu0 = self.site_mu if rows is None else self.site_mu[rows]
         L = self.prior_factor()
         V, s = self._blocks(X, L)
-        post = self._batch_posterior(L, V, reduce)
-        cav = cavity_projection(post, V, V, self.site_nu, self.site_mu, same=True)
+        post = self._batch_posterior(L, V, reduce, nu0, mu0)
+        cav = cavity_projection(post, V, V, nu0, mu0, same=True)
         nu_new, mu_new, _, ok = probit_site_update(ypm, cav["a"], cav["v"], s)
         ok = ok & cav["valid"]
-        self._count(ok)
         rho = self.rho
-        self.site_nu = damp(nu_new, self.site_nu, rho, ok)
-        self.site_mu = damp(mu_new, self.site_mu, rho, ok)
-        return L, V, s, self._batch_posterior(L, V, reduce)
+        nu1 = damp(nu_new, nu0, rho, ok)
+        mu1 = damp(mu_new, mu0, rho, ok)
+        if rows is None:
+            self._count(ok)
+            self.site_nu, self.site_mu = nu1, mu1
+        else:
+            self._share_sites(None, rows, nu1, mu1, None, ok, reduce)
+        return L, V, s, self._batch_posterior(L, V, reduce, nu1, mu1)
+
+    def _share_sites(self, targets, pos, nu, mu, upsilon, ok, reduce: _Reducer, extra=None):
+        """Write this process's new sites and receive everybody else's (data-parallel runs).
+
+        ``targets``: the training rows being updated by all processes together (None: all
+        N); ``pos``: the positions within ``targets`` of this process's ``nu, mu`` (and
+        ``upsilon`` ``(|pos|, M)`` for the stochastic scheme, else None).  Each process
+        contributes its rows (zeros elsewhere) to one summed message, so every process
+        ends with the same sites and counters.  Returns the sum over processes of
+        ``extra`` (None if not given).
+        """
+        T = self.site_nu.shape[0] if targets is None else targets.numel()
+        M = self.num_inducing
+        n_up = T * M if upsilon is not None else 0
+        n_extra = 0 if extra is None else extra.numel()
+        buf = self.site_nu.new_zeros(2 * T + n_up + 2 + n_extra)
+        buf[pos] = nu
+        buf[T + pos] = mu
+        if upsilon is not None:
+            buf[2 * T : 2 * T + n_up].view(T, M)[pos] = upsilon
+        o = 2 * T + n_up
+        buf[o] = ok.numel()
+        buf[o + 1] = (~ok).sum()
+        if extra is not None:
+            buf[o + 2 :] = extra.reshape(-1)
+        tot = reduce(buf)
+        if targets is None:
+            self.site_nu, self.site_mu = tot[:T].clone(), tot[T : 2 * T].clone()
+        else:
+            self.site_nu[targets] = tot[:T]
+            self.site_mu[targets] = tot[T : 2 * T]
+            if upsilon is not None:
+                self.site_upsilon[targets] = tot[2 * T : o].view(T, M)
+        self.site_updates_ += int(round(float(tot[o])))
+        self.skipped_updates_ += int(round(float(tot[o + 1])))
+        return None if extra is None else tot[o + 2 :].view_as(extra).clone()
 
     # ------------------------------------------------------------------- evidence --
     def _site_terms(self, post, V, Po, s, ypm, nu, mu, same):
@@ -291,6 +348,8 @@ class SEP(InducingEPClassifier):
             - 0.5 * solve_lower(L, T).square().sum()
             - 0.5 * solve_lower(L, mu_f[:, None]).square().sum()
         )
+        if X.shape[0] == 0:  # an empty part of a minibatch (data-parallel run)
+            return prior_weight * prior
         V = solve_lower(L, self.kernel(self.Z, X))
         U = solve_upper_t(L, V)  # upsilon_i = K^{-1} k_i, (M, B)
         UG = (U * G).sum(0)
@@ -379,9 +438,12 @@ class SEP(InducingEPClassifier):
             opt.step()
         return ok
 
-    def _batch_surrogate(self, X, ypm, post: WhitenedPosterior, prior_weight: float = 1.0):
+    def _batch_surrogate(
+        self, X, ypm, post: WhitenedPosterior, prior_weight: float = 1.0, nu=None, mu=None
+    ):
         """Batch-scheme ``F(xi)`` (same value and gradient as :meth:`_surrogate` with
-        ``Po = V``) and, from the same forward pass, ``sum_i log Ztilde_i`` at ``xi``.
+        ``Po = V``) and, from the same forward pass, ``sum_i log Ztilde_i`` at ``xi``
+        (``nu, mu``: the sites of the rows of ``X``; default all sites).
 
         With ``P = L^{-1} T`` and ``p = L^{-1} mu`` (M x M work): ``upsilon_i'mu = V_i'p``
         and ``T'upsilon_i = P'V_i``; the frozen site direction enters through the detached
@@ -395,12 +457,15 @@ class SEP(InducingEPClassifier):
         p = solve_lower(L, mu_f[:, None])[:, 0]
         prior = -0.5 * M * LOG_2PI - L.diagonal().log().sum() - 0.5 * P.square().sum()
         prior = prior - 0.5 * p.square().sum()
+        if X.shape[0] == 0:  # an empty part (more processes than rows)
+            return prior_weight * prior, prior.new_zeros(())
         V = solve_lower(L, self.kernel(self.Z, X))
         PV = P.mT @ V  # (M, N): T' upsilon_i(xi)
         c = V.mT @ p  # upsilon_i(xi)' mu
         c0, PV0 = c.detach(), PV.detach()
         d0 = PV0.square().sum(0)
-        nu, mu = self.site_nu, self.site_mu
+        nu = self.site_nu if nu is None else nu
+        mu = self.site_mu if mu is None else mu
         one_minus = 1.0 - nu * d0
         valid = one_minus > 0
         safe = torch.where(valid, one_minus, torch.ones_like(one_minus))
@@ -414,52 +479,82 @@ class SEP(InducingEPClassifier):
         lzt = log_site_normalisers(log_z.detach(), torch.where(valid, nu, 0.0), mu, c0, d0)
         return F, torch.where(valid, lzt, 0.0).sum()
 
-    def _batch_step(self, X, ypm, opt, params, N_total: int, reduce: _Reducer) -> float:
-        _, _, _, post = self.sweep(X, ypm, reduce)
+    def _batch_step(self, X, ypm, opt, params, N_total: int, reduce: _Reducer, rows=None) -> float:
+        """Sweep + one hyperparameter step.  ``rows``: this process's rows of ``X`` when
+        every process holds all the data and all the sites (None: all of ``X``, which is
+        then the whole data set or, with an explicit process group, this process's shard).
+        """
+        Xp, yp = (X, ypm) if rows is None else (X[rows], ypm[rows])
+        _, _, _, post = self.sweep(Xp, yp, reduce, rows)
         self._set_q(post.mean, post.sqrt_cov)
-        F, lzt = self._batch_surrogate(X, ypm, post, prior_weight=1.0 / reduce.world)
+        nu = self.site_nu if rows is None else self.site_nu[rows]
+        mu = self.site_mu if rows is None else self.site_mu[rows]
+        F, lzt = self._batch_surrogate(Xp, yp, post, 1.0 / reduce.world, nu, mu)
         value = float(self._global_term(post) + reduce(lzt))
         if not self._grad_step(F, opt, params, 1.0 / N_total, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
 
-    def _stochastic_step(self, X, ypm, idx, opt, params, N: int) -> float:
+    def _stochastic_step(self, X, ypm, idx, opt, params, N: int, reduce=None) -> float:
+        """Minibatch ``idx`` (B,): refine its sites against ``q`` from the running sums
+        ``A, c``, then one step of the stochastic gradient.  With a data-parallel
+        ``reduce`` each process refines its part of the batch; the changes of ``A, c`` and
+        the new sites are summed over processes, which is the one-process step exactly
+        (the sites of a minibatch are updated in parallel against the same ``q``)."""
+        reduce = reduce or _Reducer()
         B = idx.shape[0]
+        W = reduce.world
+        pos = torch.tensor_split(torch.arange(B, device=idx.device), W)[reduce.rank]
+        sub = idx if W == 1 else idx[pos]
         with torch.no_grad():
             L = self.prior_factor()
-            Xb, yb = X[idx], ypm[idx]
+            Xb, yb = X[sub], ypm[sub]
             V, s = self._blocks(Xb, L)
             post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
-            U_old = self.site_upsilon[idx].mT  # (M, B)
-            nu_old, mu_old = self.site_nu[idx], self.site_mu[idx]
+            U_old = self.site_upsilon[sub].mT  # (M, b)
+            nu_old, mu_old = self.site_nu[sub], self.site_mu[sub]
             cav = cavity_projection(post, V, L.mT @ U_old, nu_old, mu_old)
             nu_new, mu_new, _, ok = probit_site_update(yb, cav["a"], cav["v"], s)
             ok = ok & cav["valid"]
-            self._count(ok)
             nu_d = damp(nu_new, nu_old, self.rho, ok)
             mu_d = damp(mu_new, mu_old, self.rho, ok)
             U_new = torch.where(ok[None, :], solve_upper_t(L, V), U_old)
-            self.A += (U_new * nu_d) @ U_new.mT - (U_old * nu_old) @ U_old.mT
-            self.A = 0.5 * (self.A + self.A.mT)
-            self.c += U_new @ mu_d - U_old @ mu_old
-            self.site_nu[idx], self.site_mu[idx] = nu_d, mu_d
-            self.site_upsilon[idx] = U_new.mT
+            dA = (U_new * nu_d) @ U_new.mT - (U_old * nu_old) @ U_old.mT
+            dc = U_new @ mu_d - U_old @ mu_old
+            if W == 1:
+                self._count(ok)
+                A = self.A + dA
+                c = self.c + dc
+                self.site_nu[idx], self.site_mu[idx] = nu_d, mu_d
+                self.site_upsilon[idx] = U_new.mT
+            else:
+                M = dA.shape[0]
+                both = self._share_sites(
+                    idx, pos, nu_d, mu_d, U_new.mT, ok, reduce, torch.cat([dA.reshape(-1), dc])
+                )
+                A = self.A + both[: M * M].view(M, M)
+                c = self.c + both[M * M :]
+            self.A = 0.5 * (A + A.mT)
+            self.c = c
             post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
             Po = L.mT @ U_new
             cav, lzt = self._site_terms(post, V, Po, s, yb, nu_d, mu_d, False)
-            value = float(self._global_term(post) + (N / B) * lzt.sum())
+            value = float(self._global_term(post) + (N / B) * reduce(lzt.sum()))
         self._set_q(post.mean, post.sqrt_cov)
-        F = self._surrogate(Xb, yb, post, Po, cav, N / B)
-        if not self._grad_step(F, opt, params, 1.0 / N, _Reducer()):
+        F = self._surrogate(Xb, yb, post, Po, cav, N / B, prior_weight=1.0 / W)
+        if not self._grad_step(F, opt, params, 1.0 / N, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
 
     @torch.no_grad()
-    def _final_posterior(self, X, reduce: _Reducer) -> None:
+    def _final_posterior(self, X, reduce: _Reducer, rows=None) -> None:
         L = self.prior_factor()
         if self.scheme == "batch":
-            V, _ = self._blocks(X, L)
-            post = self._batch_posterior(L, V, reduce)
+            Xp = X if rows is None else X[rows]
+            nu = self.site_nu if rows is None else self.site_nu[rows]
+            mu = self.site_mu if rows is None else self.site_mu[rows]
+            V, _ = self._blocks(Xp, L)
+            post = self._batch_posterior(L, V, reduce, nu, mu)
         else:
             post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
         self._set_q(post.mean, post.sqrt_cov)
@@ -474,12 +569,13 @@ class SEP(InducingEPClassifier):
         max_steps: int | None = None,
         lr: float | None = None,
         optimizer: str | None = None,
+        optimizer_kwargs: Mapping[str, Any] | None = None,
         progress: bool | None = None,
         seed: int | None = None,
         tol: float | None = None,
         callbacks=(),
         process_group=None,
-        checkpoint=None,
+        checkpoint: str | os.PathLike | None = None,
         checkpoint_every: int | None = None,
         checkpoint_seconds: float | None = None,
         resume: bool = False,
@@ -490,23 +586,59 @@ class SEP(InducingEPClassifier):
         (``epochs`` = ``max_steps`` = sweeps; default 250, the seed's budget).  Stochastic
         scheme: one step = one minibatch; ``epochs=E`` takes ``E * ceil(N / batch_size)``
         steps.  ``optimizer``: ``"sign"`` (seed's batch rule, default for batch),
-        ``"adadelta"`` (default for stochastic, lr 1), ``"adam"``, ``"sgd"``.
+        ``"adadelta"`` (default for stochastic, lr 1), ``"adam"``, ``"sgd"``;
+        ``optimizer_kwargs`` go to its constructor (e.g. ``{"rho": 0.95, "eps": 1e-6}`` for
+        adadelta, ``{"up": 1.05, "down": 0.5}`` for sign).
         ``tol``: stop when the relative change of log Z_q per epoch stays below ``tol`` for
-        3 epochs.  ``process_group``: a ``torch.distributed`` group; ``X, y`` are then this
-        process's shard (batch scheme only; parameters are broadcast from the group's
-        first rank, so give ``Z`` and a fixed kernel init for runs that must match a
-        single-process run exactly).  Returns ``self``.
+        3 epochs.  The loop is :func:`latentgp.training.loop.run_loop`: ``progress``,
+        ``callbacks``, Ctrl-C, and ``checkpoint``/``checkpoint_every``/
+        ``checkpoint_seconds``/``resume`` behave as in :meth:`GPModel.fit` (a checkpoint
+        holds the sites, the running sums and the optimiser state, so a resumed run
+        matches an uninterrupted one).
+
+        Data-parallel training, two ways:
+
+        - inside an initialised default ``torch.distributed`` group (``latentgp fit
+          --nproc``, torchrun, :func:`latentgp.training.distributed.spawn`), every process
+          passes the SAME full ``X, y``; each works on its part of the data (batch scheme)
+          or of each minibatch (stochastic scheme), the site-parameter updates of all
+          processes are combined (their natural-parameter sums ``A, c`` and the log Z
+          terms are summed, the new sites exchanged) and gradients summed, so the run
+          equals the one-process run up to round-off and every process holds the full
+          state (checkpoints work, and may be resumed with another number of processes);
+        - ``process_group=g``: ``X, y`` are this process's shard and each process keeps
+          only its shard's sites (batch scheme only; no checkpoints).  Parameters are
+          broadcast from the group's first rank, so give ``Z`` and a fixed kernel init
+          for runs that must match a single-process run exactly.
+
+        Returns ``self``.
         """
-        if checkpoint is not None or resume or checkpoint_every or checkpoint_seconds:
-            raise ValueError("SEP does not write or resume checkpoints (its sites are not saved)")
-        reduce: _Reducer = _AllReduce(process_group) if process_group is not None else _Reducer()
-        if process_group is not None and self.scheme != "batch":
-            raise ValueError("distributed training (process_group) needs scheme='batch'")
+        optimizer_kwargs = check_optimizer_kwargs(optimizer_kwargs)
+        replicated = process_group is None and D.world()[1] > 1
+        if process_group is not None:
+            if self.scheme != "batch":
+                raise ValueError("distributed training (process_group) needs scheme='batch'")
+            if checkpoint is not None or resume:
+                raise ValueError(
+                    "SEP cannot checkpoint with process_group= (each process holds only its "
+                    "shard's sites); run in the default process group with the full data "
+                    "on every process (latentgp fit --nproc, torchrun) instead"
+                )
+            reduce: _Reducer = _AllReduce(process_group)
+        elif replicated:
+            reduce = _AllReduce(None)
+        else:
+            reduce = _Reducer()
         Xt, ypm = self._prepare_sites(X, y, seed)
-        if isinstance(reduce, _AllReduce):
+        if isinstance(reduce, _AllReduce) and not replicated:
             reduce.broadcast_module(self)
+        elif replicated:
+            D.broadcast_state(self)
         N = Xt.shape[0]
-        N_total = int(reduce(torch.tensor(float(N), dtype=torch.float64)).item())
+        if replicated:
+            N_total = N
+        else:
+            N_total = int(reduce(torch.tensor(float(N), dtype=torch.float64)).item())
         defaults = self._default_fit_args(N)
         if batch_size is not None:
             batch_size = check_positive_int(batch_size, "batch_size")
@@ -522,110 +654,72 @@ class SEP(InducingEPClassifier):
         if max_steps is not None:
             max_steps = check_positive_int(max_steps, "max_steps")
         B = batch_size or defaults["batch_size"]
+        if replicated and B < reduce.world:
+            raise ValueError(
+                f"batch_size={B} is smaller than the {reduce.world} processes: every process "
+                "needs at least one point of each batch"
+            )
         optimizer = (optimizer or defaults["optimizer"]).lower()
         lr = defaults["lr"] if lr is None else lr
         if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
             raise ValueError(f"lr must be a positive number, got {lr!r}")
-        steps_per_epoch = math.ceil(N / B)
-        if epochs is not None:
-            total = epochs * steps_per_epoch
-        else:
-            total = max_steps if max_steps is not None else defaults["max_steps"]
         params = [p for p in self.parameters() if p.requires_grad]
         if optimizer == "sign":
-            opt = SignAdaptive(params, lr=lr)
+            try:
+                opt = SignAdaptive(params, lr=lr, **(optimizer_kwargs or {}))
+            except TypeError as err:
+                raise ValueError(
+                    f"optimizer_kwargs {optimizer_kwargs} do not suit the sign optimizer "
+                    f"(it takes up and down): {err}"
+                ) from None
         elif optimizer == "lbfgs":
             raise ValueError("SEP takes one gradient step per sweep: use sign, adadelta or adam")
         else:
-            opt = _make_optimizer(optimizer, params, lr)
-        gen = torch.Generator(device="cpu")
-        gen.manual_seed(0 if seed is None else int(seed))
-
-        history = FitHistory()
-        bar = ProgressBar(total, desc="SEP", enabled=progress and reduce.rank == 0)
-        t0 = time.perf_counter()
-        snapshot = self._snapshot()
-        consecutive, step, perm = 0, 0, None
-        epoch_values: list[float] = []
-        prev_mean, calm = None, 0
+            opt = make_optimizer(optimizer, params, lr, optimizer_kwargs)
+        sampler = Sampler(N, B, seed, mode="epoch" if self.scheme == "batch" else "always")
+        total = total_steps(sampler.steps_per_epoch, epochs, max_steps, defaults["max_steps"])
+        rows = None
+        if replicated and self.scheme == "batch":
+            rows = torch.tensor_split(torch.arange(N, device=Xt.device), reduce.world)
+            rows = rows[reduce.rank]
+        task = _SEPTask(self, Xt, ypm, opt, params, N_total, reduce, rows)
+        fingerprint = {
+            "N": N,
+            "B": B,
+            "seed": seed,
+            "optimizer": optimizer,
+            "model": "SEP",
+            "scheme": self.scheme,
+        }
         self.train()
-        try:
-            while step < total:
-                pos = step % steps_per_epoch
-                try:
-                    if self.scheme == "batch":
-                        value = self._batch_step(Xt, ypm, opt, params, N_total, reduce)
-                    else:
-                        if pos == 0 or perm is None:
-                            perm = torch.randperm(N, generator=gen).to(Xt.device)
-                        idx = perm[pos * B : (pos + 1) * B]
-                        value = self._stochastic_step(Xt, ypm, idx, opt, params, N)
-                    ok = math.isfinite(value)
-                except (CholeskyError, FloatingPointError) as err:
-                    ok, value = False, float("nan")
-                    history.events.append(f"step {step}: {err}")
-                if not ok:
-                    consecutive += 1
-                    self._restore(snapshot)
-                    for g in opt.param_groups:
-                        g["lr"] *= 0.5
-                    opt.state.clear()
-                    msg = (
-                        f"step {step}: non-finite EP evidence or gradient; restored the last "
-                        f"good state and lowered the learning rate to "
-                        f"{opt.param_groups[0]['lr']:.3g}"
-                    )
-                    history.events.append(msg)
-                    warnings.warn(msg, TrainingWarning, stacklevel=2)
-                    if consecutive >= 8:
-                        raise FloatingPointError(
-                            "SEP training failed 8 times in a row; the last good state was "
-                            "restored (check the data scale and initial hyperparameters)"
-                        )
-                else:
-                    consecutive = 0
-                    history.objective.append(value)
-                    epoch_values.append(value)
-                    if (step + 1) % max(1, min(100, steps_per_epoch)) == 0:
-                        snapshot = self._snapshot()
-                step += 1
-                bar.update(1, items=B, objective=value / N_total)
-                info = {
-                    "step": step,
-                    "epoch": step / steps_per_epoch,
-                    "objective": value,
-                    "model": self,
-                    "seconds": time.perf_counter() - t0,
-                }
-                if any(cb(info) for cb in callbacks):
-                    history.stopped = "callback"
-                    break
-                if tol is not None and step % steps_per_epoch == 0 and epoch_values:
-                    mean = sum(epoch_values) / len(epoch_values)
-                    epoch_values = []
-                    if prev_mean is not None:
-                        rel = abs(mean - prev_mean) / max(abs(prev_mean), 1e-12)
-                        calm = calm + 1 if rel < tol else 0
-                        if calm >= 3:
-                            history.stopped = f"converged (relative change < {tol:g})"
-                            break
-                    prev_mean = mean
-        finally:
-            bar.close()
-            history.steps = step
-            history.epochs = step / steps_per_epoch
-            history.seconds = time.perf_counter() - t0
-        if not history.stopped:
-            history.stopped = "step budget reached"
-        self._final_posterior(Xt, reduce)
-        self.history_ = history
+        self.history_ = run_loop(
+            task,
+            sampler,
+            total,
+            desc="SEP",
+            progress=progress,
+            tol=tol,
+            callbacks=callbacks,
+            model=self,
+            objective_scale=1.0 / N_total,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            checkpoint_seconds=checkpoint_seconds,
+            resume=resume,
+            fingerprint=fingerprint,
+            rank=reduce.rank,
+            stacklevel=3,
+        )
+        self._final_posterior(Xt, reduce, rows)
         self.eval()
         return self
+
+    _SITE_STATE = ("site_nu", "site_mu", "site_upsilon", "A", "c")
 
     def _snapshot(self):
         sites = {
             k: (None if getattr(self, k) is None else getattr(self, k).clone())
-            for k in ("site_nu", "site_mu", "site_upsilon", "A", "c")
+            for k in self._SITE_STATE
         }
         return copy.deepcopy(self.state_dict()), sites
 
@@ -634,6 +728,68 @@ class SEP(InducingEPClassifier):
         self.load_state_dict(state)
         for k, v in sites.items():
             setattr(self, k, None if v is None else v.clone())
+
+
+class _SEPTask(StepTask):
+    """SEP's step for :func:`~latentgp.training.loop.run_loop`: site updates (a sweep or a
+    minibatch) followed by one hyperparameter step."""
+
+    failure_errors = (CholeskyError, FloatingPointError)
+
+    def __init__(self, model: SEP, X, ypm, opt, params, N_total, reduce, rows) -> None:
+        self.model, self.X, self.ypm, self.opt, self.params = model, X, ypm, opt, params
+        self.N_total, self.reduce, self.rows = N_total, reduce, rows
+        self.snapshot = None
+
+    def step(self, step: int, idx: torch.Tensor | None) -> tuple[float, bool]:
+        m = self.model
+        if m.scheme == "batch":
+            value = m._batch_step(
+                self.X, self.ypm, self.opt, self.params, self.N_total, self.reduce, self.rows
+            )
+        else:
+            idx = idx.to(self.X.device)
+            value = m._stochastic_step(
+                self.X, self.ypm, idx, self.opt, self.params, self.X.shape[0], self.reduce
+            )
+        return value, math.isfinite(value)
+
+    def take_snapshot(self) -> None:
+        self.snapshot = self.model._snapshot()
+
+    def recover(self, step: int) -> str:
+        self.model._restore(self.snapshot)
+        for g in self.opt.param_groups:
+            g["lr"] *= 0.5
+        self.opt.state.clear()
+        return (
+            f"step {step}: non-finite EP evidence or gradient; restored the last "
+            f"good state and lowered the learning rate to "
+            f"{self.opt.param_groups[0]['lr']:.3g}"
+        )
+
+    def give_up(self, failures: int) -> str:
+        return (
+            f"SEP training failed {failures} times in a row; the last good state was "
+            "restored (check the data scale and initial hyperparameters)"
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        m = self.model
+        return {
+            "model": m.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "sites": {k: getattr(m, k) for k in SEP._SITE_STATE},
+            "counters": [m.site_updates_, m.skipped_updates_],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        m = self.model
+        m.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optimizer"])
+        for k, v in state["sites"].items():
+            setattr(m, k, None if v is None else v.to(device=m.device_, dtype=m.dtype_))
+        m.site_updates_, m.skipped_updates_ = (int(v) for v in state["counters"])
 
 
 def distributed_sweep(

@@ -1,8 +1,9 @@
-"""Training: the shared fit loop, optimisers and progress display."""
+"""Training: the shared loop driver, the gradient fit loop, optimisers and progress display."""
 
 from . import distributed
 from .checkpoint import load_checkpoint, save_checkpoint
-from .fit import OPTIMIZERS, FitHistory, TrainingWarning, fit
+from .fit import OPTIMIZERS, GradientTask, fit, make_optimizer
+from .loop import FitHistory, Sampler, StepTask, TrainingWarning, run_loop
 from .progress import ProgressBar
 
 __all__ = [
@@ -10,6 +11,11 @@ __all__ = [
     "load_checkpoint",
     "save_checkpoint",
     "fit",
+    "make_optimizer",
+    "run_loop",
+    "StepTask",
+    "GradientTask",
+    "Sampler",
     "FitHistory",
     "TrainingWarning",
     "OPTIMIZERS",

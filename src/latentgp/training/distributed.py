@@ -75,11 +75,17 @@ def all_reduce_mean_(tensors: Sequence[torch.Tensor]) -> None:
 
 def local_part(idx: torch.Tensor) -> tuple[torch.Tensor, float]:
     """This process's part of a global batch of indices and the weight factor
-    ``W |part| / B`` that makes its objective's data term count ``N W / B`` per point."""
+    ``W |part| / B`` that makes its objective's data term count ``N W / B`` per point.
+
+    A process whose part would be empty (a batch with fewer rows than processes, e.g. the
+    last batch of an epoch) gets one row at weight 0, so that it still evaluates the
+    global term (and every process runs the same collective operations)."""
     rank, W = world()
     if W == 1:
         return idx, 1.0
     part = torch.tensor_split(idx, W)[rank]
+    if part.numel() == 0:
+        return idx[:1], 0.0
     return part, W * part.numel() / idx.numel()
 
 

@@ -1,0 +1,328 @@
+"""The loop driver every training procedure runs on.
+
+A training procedure is a :class:`StepTask`: it knows how to take ONE step (a gradient step
+with an optimiser for SVGP-like models, EP site updates plus a hyperparameter step for SEP,
+sparse AdaGrad row updates for QSGP), how to undo a failed step, and how to write and read
+its own state.  :func:`run_loop` owns everything around the step:
+
+- the minibatch cursor (:class:`Sampler`: one permutation per epoch from a seeded
+  generator whose state is checkpointed, so a resumed run sees the same batches);
+- the progress bar (rank 0 only), callbacks, the ``tol``/``patience`` early stop and the
+  :class:`FitHistory`;
+- repair of failed steps (non-finite objective, Cholesky failure): the task restores its
+  last good state and lowers its learning rate, up to ``max_failures`` times in a row;
+- checkpoints written atomically every ``checkpoint_every`` steps / ``checkpoint_seconds``
+  seconds, at the end and on Ctrl-C, and exact resume from them;
+- Ctrl-C: stop cleanly, keep the last completed step.
+
+Distributed training is the task's business (it decides which rows of a batch this process
+works on and how results are combined); the driver only needs the process's rank so that
+one process draws the bar and writes the checkpoint.  Tasks that run data-parallel keep
+their state identical on every process, so rank 0's checkpoint is the run's state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .progress import ProgressBar
+
+SAMPLER_MODES = ("epoch", "always", "none")
+
+
+class TrainingWarning(UserWarning):
+    """Something went wrong during training and was repaired (see ``history_.events``)."""
+
+
+@dataclasses.dataclass
+class FitHistory:
+    """What happened in a call to ``fit``.
+
+    Attributes
+    ----------
+    objective: training-objective estimate at each step (in the data's units).
+    steps: optimiser steps taken.  epochs: passes over the data (fractional for max_steps).
+    seconds: wall-clock training time.  stopped: why the loop ended.
+    events: repairs made (non-finite objective, jitter raised, learning rate lowered).
+    """
+
+    objective: list[float] = dataclasses.field(default_factory=list)
+    steps: int = 0
+    epochs: float = 0.0
+    seconds: float = 0.0
+    stopped: str = ""
+    events: list[str] = dataclasses.field(default_factory=list)
+
+
+class Sampler:
+    """Minibatch indices with a checkpointable cursor.
+
+    Parameters
+    ----------
+    N, B: number of data points and (global) batch size.
+    seed: seeds the generator (None: 0).
+    mode: ``"epoch"``: a fresh permutation of ``range(N)`` per epoch, sliced into
+        ``ceil(N / B)`` batches, and ``None`` (all rows in order) when ``B >= N``;
+        ``"always"``: the same but permuting even when ``B >= N``; ``"none"``: ``next``
+        always returns ``None`` and the task draws what it needs from :attr:`gen` (whose
+        state is still checkpointed).
+    """
+
+    def __init__(self, N: int, B: int, seed: int | None, mode: str = "epoch") -> None:
+        if mode not in SAMPLER_MODES:
+            raise ValueError(f"sampler mode must be one of {list(SAMPLER_MODES)}, got {mode!r}")
+        self.N, self.B, self.mode = N, B, mode
+        self.gen = torch.Generator(device="cpu")
+        self.gen.manual_seed(0 if seed is None else int(seed))
+        self.steps_per_epoch = math.ceil(N / B)
+        self.perm: torch.Tensor | None = None
+        self.pos = 0
+
+    def next(self) -> torch.Tensor | None:
+        """Indices ``(B,)`` of the next batch (None: the full batch in order, or mode none)."""
+        if self.mode == "none" or (self.mode == "epoch" and self.B >= self.N):
+            return None
+        if self.perm is None or self.pos >= self.steps_per_epoch:
+            self.perm = torch.randperm(self.N, generator=self.gen)
+            self.pos = 0
+        idx = self.perm[self.pos * self.B : (self.pos + 1) * self.B]
+        self.pos += 1
+        return idx
+
+    def state(self) -> dict[str, Any]:
+        return {"gen": self.gen.get_state(), "perm": self.perm, "pos": self.pos}
+
+    def load(self, s: dict[str, Any]) -> None:
+        self.gen.set_state(s["gen"])
+        self.perm, self.pos = s["perm"], int(s["pos"])
+
+
+class StepTask:
+    """One training procedure, as :func:`run_loop` drives it (subclass and override).
+
+    Attributes
+    ----------
+    failure_errors: exceptions of :meth:`step` that count as a failed step (recorded in
+        ``history.events`` and repaired) rather than propagating.
+    warn_on_failure: emit a :class:`TrainingWarning` for each repaired step.
+    """
+
+    failure_errors: tuple[type[BaseException], ...] = ()
+    warn_on_failure: bool = True
+
+    def step(self, step: int, idx: torch.Tensor | None) -> tuple[float, bool]:
+        """Take step number ``step`` on the batch ``idx`` (None: the task's full data).
+
+        Returns ``(objective, ok)``: the objective estimate (in the model's internal units,
+        before the driver adds ``objective_offset``) and whether the step was applied.
+        """
+        raise NotImplementedError
+
+    def take_snapshot(self) -> None:
+        """Remember the current state as the last good one."""
+
+    def recover(self, step: int) -> str:
+        """Undo a failed step (restore the snapshot, lower the rate); return the event text."""
+        return f"step {step}: failed"
+
+    def give_up(self, failures: int) -> str:
+        """Message of the ``FloatingPointError`` raised after ``failures`` in a row."""
+        return f"training failed {failures} times in a row"
+
+    def state_dict(self) -> dict[str, Any]:
+        """The task's part of a checkpoint (tensors, numbers, strings, lists, dicts)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` wrote (``state`` is the whole checkpoint)."""
+
+
+def total_steps(
+    steps_per_epoch: int, epochs: int | None, max_steps: int | None, default: int = 1000
+) -> int:
+    """``epochs * steps_per_epoch``, else ``max_steps``, else ``default``."""
+    if epochs is not None:
+        return int(epochs) * steps_per_epoch
+    if max_steps is not None:
+        return int(max_steps)
+    return default
+
+
+def run_loop(
+    task: StepTask,
+    sampler: Sampler,
+    total: int,
+    *,
+    desc: str = "",
+    progress: bool | None = None,
+    tol: float | None = None,
+    patience: int = 3,
+    callbacks: Sequence[Callable[[dict], bool | None]] = (),
+    model: Any = None,
+    objective_offset: float = 0.0,
+    objective_scale: float = 1.0,
+    max_failures: int = 8,
+    snapshot_every: int | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    checkpoint_seconds: float | None = None,
+    resume: bool = False,
+    fingerprint: dict[str, Any] | None = None,
+    rank: int = 0,
+    stacklevel: int = 3,
+) -> FitHistory:
+    """Drive ``task`` for ``total`` steps over the batches of ``sampler``.
+
+    Parameters
+    ----------
+    task: the step function and its state (see :class:`StepTask`).
+    sampler: the batch cursor; ``sampler.B`` points are counted per step for the bar.
+    total: number of steps (a resumed run continues up to it).
+    desc, progress: bar label; show it (None: only on an interactive terminal; rank 0 only).
+    tol, patience: stop when the relative change of the per-epoch mean objective stays
+        below ``tol`` for ``patience`` epochs.
+    callbacks: each called after every step with a dict (step, epoch, objective, model,
+        seconds); returning True stops training.
+    model: what callbacks receive as ``info["model"]``.
+    objective_offset: added to the task's objective for the history and callbacks.
+    objective_scale: the bar shows ``(objective + offset) * objective_scale`` (e.g. 1 / N).
+    max_failures: failed steps in a row before giving up with ``FloatingPointError``.
+    snapshot_every: steps between snapshots of the last good state (default
+        ``min(100, steps per epoch)``).
+    checkpoint, checkpoint_every, checkpoint_seconds, resume: see ``latentgp.training.fit``.
+    fingerprint: what identifies the run; resuming from a checkpoint of another run fails.
+    rank: this process's rank (only rank 0 draws the bar and writes checkpoints).
+    stacklevel: ``warnings.warn`` stack level, so warnings point at the user's call.
+    """
+    steps_per_epoch = sampler.steps_per_epoch
+    fingerprint = dict(fingerprint or {})
+    history = FitHistory()
+    step = 0
+    epoch_values: list[float] = []
+    prev_epoch_mean: float | None = None
+    calm = 0
+    if resume and checkpoint is not None and os.path.exists(checkpoint):
+        ck = load_checkpoint(checkpoint)
+        if ck.get("fingerprint") != fingerprint:
+            raise ValueError(
+                f"checkpoint {checkpoint} belongs to a different run "
+                f"({ck.get('fingerprint')}), not this one ({fingerprint})"
+            )
+        task.load_state_dict(ck)
+        sampler.load(ck["sampler"])
+        torch.set_rng_state(ck["torch_rng"])
+        step = int(ck["step"])
+        history.objective = list(ck["history"]["objective"])
+        history.events = list(ck["history"]["events"])
+        history.events.append(f"resumed from {checkpoint} at step {step}")
+        loop = ck.get("loop")
+        if loop is not None:  # early-stopping state (absent in older checkpoints)
+            epoch_values = [float(v) for v in loop["epoch_values"]]
+            prev_epoch_mean = None if loop["prev"] is None else float(loop["prev"])
+            calm = int(loop["calm"])
+
+    def write_checkpoint() -> None:
+        if checkpoint is None or rank != 0:
+            return
+        save_checkpoint(
+            checkpoint,
+            {
+                "fingerprint": fingerprint,
+                "step": step,
+                **task.state_dict(),
+                "sampler": sampler.state(),
+                "torch_rng": torch.get_rng_state(),
+                "history": {"objective": history.objective, "events": history.events},
+                "loop": {"epoch_values": epoch_values, "prev": prev_epoch_mean, "calm": calm},
+            },
+        )
+
+    bar = ProgressBar(total, desc=desc, enabled=progress if rank == 0 else False)
+    bar.count = step
+    t0 = last_ck = time.perf_counter()
+    task.take_snapshot()
+    if snapshot_every is None:
+        snapshot_every = max(1, min(100, steps_per_epoch))
+    consecutive = 0
+    try:
+        while step < total:
+            idx = sampler.next()
+            try:
+                value, ok = task.step(step, idx)
+                ok = bool(ok) and math.isfinite(value)
+            except task.failure_errors as err:
+                ok, value = False, float("nan")
+                history.events.append(f"step {step}: {err}")
+            if not ok:
+                consecutive += 1
+                msg = task.recover(step)
+                history.events.append(msg)
+                if task.warn_on_failure:
+                    warnings.warn(msg, TrainingWarning, stacklevel=stacklevel)
+                if consecutive >= max_failures:
+                    raise FloatingPointError(task.give_up(consecutive))
+            else:
+                consecutive = 0
+                history.objective.append(value + objective_offset)
+                epoch_values.append(value)
+                if (step + 1) % snapshot_every == 0:
+                    task.take_snapshot()
+            step += 1
+            bar.update(1, items=sampler.B, objective=(value + objective_offset) * objective_scale)
+            now = time.perf_counter()
+            if checkpoint is not None and (
+                (checkpoint_every and step % checkpoint_every == 0)
+                or (checkpoint_seconds and now - last_ck >= checkpoint_seconds)
+            ):
+                write_checkpoint()
+                last_ck = now
+            info = {
+                "step": step,
+                "epoch": step / steps_per_epoch,
+                "objective": value + objective_offset,
+                "model": model,
+                "seconds": now - t0,
+            }
+            if any(cb(info) for cb in callbacks):
+                history.stopped = "callback"
+                break
+            if tol is not None and (step % steps_per_epoch == 0) and epoch_values:
+                mean = sum(epoch_values) / len(epoch_values)
+                epoch_values = []
+                if prev_epoch_mean is not None:
+                    rel = abs(mean - prev_epoch_mean) / max(abs(prev_epoch_mean), 1e-12)
+                    calm = calm + 1 if rel < tol else 0
+                    if calm >= patience:
+                        history.stopped = f"converged (relative change < {tol:g})"
+                        break
+                prev_epoch_mean = mean
+    except KeyboardInterrupt:
+        # the step in flight was not applied: the state is the last completed step's
+        history.stopped = f"interrupted at step {step}"
+        history.events.append(history.stopped)
+        write_checkpoint()
+        warnings.warn(
+            f"training interrupted at step {step}/{total}; the model keeps the parameters "
+            "of the last completed step" + (f" (checkpoint {checkpoint})" if checkpoint else ""),
+            TrainingWarning,
+            stacklevel=stacklevel,
+        )
+    finally:
+        bar.close()
+        history.steps = step
+        history.epochs = step / steps_per_epoch
+        history.seconds = time.perf_counter() - t0
+    if not history.stopped:
+        history.stopped = "step budget reached"
+    if checkpoint is not None and not history.stopped.startswith("interrupted"):
+        write_checkpoint()
+    return history
