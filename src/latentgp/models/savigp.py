@@ -30,8 +30,6 @@ Theorem 2: ``S_j = Kzz (Kzz + Kzx Lambda_j Kxz)^-1 Kzz`` with N parameters per l
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import math
 import re
 from typing import Any
@@ -70,23 +68,8 @@ def parse_posterior(name: str) -> tuple[int, str]:
     raise ValueError(f"posterior must be 'fg', 'mog1', 'mog2', 'mogK' or 'fgK', got {name!r}")
 
 
-@contextlib.contextmanager
-def _paper_adadelta():
-    """While active, ``optimizer="adadelta"`` in the shared loop uses the paper's settings
-    (decay rate 0.95, epsilon 1e-6; notes A.10) instead of the loop's defaults."""
-    mod = importlib.import_module("latentgp.training.fit")
-    original = mod._make_optimizer
-
-    def make(name, params, lr):
-        if name == "adadelta":
-            return torch.optim.Adadelta(params, lr=lr, rho=0.95, eps=1e-6)
-        return original(name, params, lr)
-
-    mod._make_optimizer = make
-    try:
-        yield
-    finally:
-        mod._make_optimizer = original
+#: The paper's ADADELTA settings (decay rate 0.95, epsilon 1e-6; notes A.10).
+PAPER_ADADELTA = {"rho": 0.95, "eps": 1e-6}
 
 
 @register_model
@@ -588,7 +571,8 @@ class SAVIGP(GPModel):
         ``inner_steps`` with the others fixed, for up to ``global_iters`` rounds, stopping
         when the objective changes by less than ``global_tol`` (relative).
         ``optimizer="adadelta"`` uses the paper's decay 0.95 and epsilon 1e-6
-        (``paper_adadelta``) and lr 1.0 unless ``lr`` is given.
+        (``paper_adadelta``; entries of ``optimizer_kwargs`` take precedence) and lr 1.0
+        unless ``lr`` is given.
         """
         if not self.built:
             Xt = self._check_X(X)
@@ -597,14 +581,13 @@ class SAVIGP(GPModel):
             kwargs["batch_size"] = len(X)  # L-BFGS is a full-batch method
         if kwargs.get("optimizer") == "adadelta" and kwargs.get("lr") is None:
             kwargs["lr"] = 1.0
+        if paper_adadelta and kwargs.get("optimizer") == "adadelta":
+            given = kwargs.get("optimizer_kwargs") or {}
+            kwargs["optimizer_kwargs"] = {**PAPER_ADADELTA, **given}
         callbacks = tuple(kwargs.pop("callbacks", ())) + (self._next_draws,)
-        ctx = _paper_adadelta() if paper_adadelta else contextlib.nullcontext()
-        with ctx:
-            if not alternate:
-                return super().fit(X, y, callbacks=callbacks, **kwargs)
-            return self._fit_alternating(
-                X, y, global_iters, inner_steps, global_tol, callbacks, kwargs
-            )
+        if not alternate:
+            return super().fit(X, y, callbacks=callbacks, **kwargs)
+        return self._fit_alternating(X, y, global_iters, inner_steps, global_tol, callbacks, kwargs)
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """The paper's groups: variational, hyperparameters, likelihood, inducing inputs."""

@@ -78,10 +78,6 @@ def make_optimizer(
         ) from None
 
 
-def _make_optimizer(name: str, params, lr: float, optimizer_kwargs=None) -> torch.optim.Optimizer:
-    # module-level hook (SAVIGP temporarily swaps it for the paper's ADADELTA settings)
-    return make_optimizer(name, params, lr, optimizer_kwargs)
-
 
 def check_optimizer_kwargs(optimizer_kwargs: Any) -> dict[str, Any] | None:
     """``None`` or a dict with string keys (else ``ValueError``)."""
@@ -279,10 +275,7 @@ def fit(
     params = [p for p in (params if params is not None else model.parameters()) if p.requires_grad]
     if W > 1:
         D.broadcast_state(model)
-    if optimizer_kwargs:  # explicit settings: the loop's defaults plus these
-        opt = make_optimizer(optimizer, params, lr, optimizer_kwargs)
-    else:  # through the module-level hook (see _make_optimizer)
-        opt = _make_optimizer(optimizer, params, lr)
+    opt = make_optimizer(optimizer, params, lr, optimizer_kwargs)
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
     fingerprint = {
