@@ -38,7 +38,8 @@ def setup(cmd):
         batches=d["batches"],
         pos=0,
         N=X.shape[0],
-        opt=torch.optim.Adam(model.parameters(), lr=float(cmd["lr"])),
+        # the optimiser latentgp's fit uses (torch's Adam, fused when available)
+        opt=lg.training.make_optimizer("adam", model.parameters(), float(cmd["lr"])),
         Xte=torch.as_tensor(d["X_test"], dtype=dtype),
         yte=d["y_test"],
     )
