@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import likelihoods as L
 from .models import SVGP, ExactGP
+from .validation import check_positive_float, check_positive_int
 
 __all__ = ["GPRegressor", "GPClassifier", "GPCountRegressor"]
 
@@ -45,6 +46,7 @@ class _GPBase(BaseEstimator):
         return getattr(torch, self.dtype)
 
     def _make_svgp(self, likelihood, n: int) -> SVGP:
+        check_positive_int(self.num_inducing, "num_inducing")
         return SVGP(
             num_inducing=max(1, min(int(self.num_inducing), n)),
             likelihood=likelihood,
@@ -277,6 +279,7 @@ class GPCountRegressor(RegressorMixin, _GPBase):
 
     def fit(self, X, y) -> GPCountRegressor:
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        check_positive_float(self.exposure, "exposure")
         Xs = self._standardise_fit(X)
         mean_count = float(np.mean(y)) if len(y) else 0.0
         lik = L.Poisson(

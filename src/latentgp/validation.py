@@ -7,6 +7,7 @@ correctly shaped tensors.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,17 @@ def _first_bad(mask: np.ndarray) -> str:
     if len(idx) == 1:
         return f"row {idx[0]}"
     return f"row {idx[0]}, column {idx[1]}"
+
+
+def _check_magnitude(amax: float, where: str, name: str, dtype: torch.dtype) -> None:
+    """Refuse finite values whose squares overflow ``dtype`` (distances, variances)."""
+    limit = math.sqrt(torch.finfo(dtype).max) * 1e-4
+    if amax > limit:
+        raise ValueError(
+            f"{name} has a value of magnitude {amax:.3g} at {where}, too large to compute "
+            f"with in {str(dtype).replace('torch.', '')} (squares overflow beyond "
+            f"{limit:.3g}); rescale it, e.g. standardise the columns"
+        )
 
 
 def to_numpy(a: Any, name: str) -> np.ndarray:
@@ -88,6 +100,12 @@ def check_inputs(
         finite = torch.isfinite(t)
         if not bool(finite.all()):
             raise ValueError(f"{name} contains NaN or inf at {_first_bad((~finite).cpu().numpy())}")
+    if t.numel():
+        absval = t.abs()
+        amax = float(absval.max())
+        if amax > math.sqrt(torch.finfo(dtype).max) * 1e-4:
+            where = _first_bad((absval == absval.max()).cpu().numpy())
+            _check_magnitude(amax, where, name, dtype)
     return t.to(device=device, dtype=dtype)
 
 
@@ -117,6 +135,11 @@ def check_targets(
     finite = np.isfinite(arr)
     if not finite.all():
         raise ValueError(f"{name} contains NaN or inf at {_first_bad(~finite)}")
+    if arr.size and dtype.is_floating_point:
+        absval = np.abs(arr.astype(np.float64))
+        amax = float(absval.max())
+        if amax > math.sqrt(torch.finfo(dtype).max) * 1e-4:
+            _check_magnitude(amax, _first_bad(absval == amax), name, dtype)
     return torch.as_tensor(arr).to(device=device, dtype=dtype)
 
 
@@ -138,3 +161,15 @@ def check_positive_float(value: Any, name: str) -> float:
     if not np.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return v
+
+
+def constant_columns(X: Any) -> list[int]:
+    """Indices of the columns of ``X`` ``(N, D)`` that hold a single value (N >= 2).
+
+    Such a column carries no information; the models handle it (its lengthscale gets no
+    gradient and standardisation leaves it at zero), and front ends warn about it.
+    """
+    arr = np.asarray(X)
+    if arr.ndim != 2 or arr.shape[0] < 2:
+        return []
+    return [int(j) for j in np.flatnonzero((arr == arr[:1]).all(axis=0))]

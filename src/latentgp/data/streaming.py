@@ -28,6 +28,11 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from ..validation import _check_magnitude
+
+#: values whose squares overflow float64 (see latentgp.validation)
+_TOO_LARGE = 1.3407807929942596e150
+
 
 class ShardedArrays:
     """Rows stored as ``.npy`` shards (or a Parquet file converted to them).
@@ -167,6 +172,11 @@ class ShardedArrays:
                 raise ValueError(
                     f"y contains NaN or inf at row {start + np.argmin(np.isfinite(yc))}"
                 )
+            for name, arr in (("X", Xc), ("y", yc)):
+                if arr.size and float(np.abs(arr).max()) > _TOO_LARGE:
+                    r = np.argwhere(np.abs(arr) == np.abs(arr).max())[0]
+                    where = f"row {start + r[0]}" + (f", column {r[1]}" if len(r) > 1 else "")
+                    _check_magnitude(float(np.abs(arr).max()), where, name, torch.float64)
             k = len(yc)
             cmx, cmy = Xc.mean(0), yc.mean()
             csx, csy = ((Xc - cmx) ** 2).sum(0), ((yc - cmy) ** 2).sum()
@@ -275,6 +285,11 @@ def _parquet_to_shards(path: str, target: str | None, cache_dir, shard_rows: int
             except (ValueError, TypeError) as err:
                 raise ValueError(f"{path}: a column is not numeric ({err})") from None
             writer.write(Xb, yb)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises OSError/ArrowException on damage
+        if isinstance(err, ValueError) and "is not numeric" in str(err):
+            raise
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise ValueError(f"{path} is not a readable Parquet file ({first})") from None
     finally:
         writer.close()
     with open(stamp, "w") as fh:

@@ -52,12 +52,13 @@ class Periodic(Kernel):
         w = (2.0 * math.pi / self.period)[..., None, :]
         inv_l2 = (1.0 / self.lengthscale**2)[..., None, :]
         Z = X if Z is None else Z
-        cx, sx = torch.cos(X * w), torch.sin(X * w)
-        cz, sz = torch.cos(Z * w), torch.sin(Z * w)
-        # sum_d (1 - cos(w(x-z))) / l^2 ; cos(w(x-z)) = cx cz + sx sz
-        const = inv_l2.sum(-1)[..., None]
-        s = const - (cx * inv_l2) @ cz.mT - (sx * inv_l2) @ sz.mT
-        return self.variance[..., None, None] * torch.exp(-s.clamp_min(0.0))
+        # sum_d (1 - cos(w (x - z))) / l^2 = sum_d 2 sin^2(w (x - z) / 2) / l^2, from the
+        # pairwise differences: the expansion cos(a - b) = cos a cos b + sin a sin b loses
+        # ~eps / l^2 to cancellation (7% of k(x, x) in float32 at l = 1e-3)
+        diff = X[..., :, None, :] - Z[..., None, :, :]  # (..., N, M, D)
+        half = torch.sin(0.5 * w[..., None, :] * diff)
+        s = (2.0 * half**2 * inv_l2[..., None, :]).sum(-1)
+        return self.variance[..., None, None] * torch.exp(-s)
 
     def diag(self, X):
         self._check_built()

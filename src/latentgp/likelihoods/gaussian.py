@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..parameters import LOG_2PI, positive_parameter, softplus
@@ -22,6 +24,15 @@ class Gaussian(Likelihood):
 
     def __init__(self, variance: float = 0.1, min_variance: float = 1e-6) -> None:
         super().__init__()
+        if not (math.isfinite(float(variance)) and float(variance) > 0):
+            raise ValueError(
+                f"Gaussian noise variance must be a positive finite number, got {variance!r} "
+                f"(for near-noiseless data use a small value such as 1e-6)"
+            )
+        if not (math.isfinite(float(min_variance)) and float(min_variance) >= 0):
+            raise ValueError(
+                f"Gaussian min_variance must be a non-negative finite number, got {min_variance!r}"
+            )
         self.min_variance = float(min_variance)
         self._init_variance = float(variance)
         self.raw_variance = positive_parameter(

@@ -23,6 +23,8 @@ class Laplace(Likelihood):
 
     def __init__(self, scale: float = 0.3) -> None:
         super().__init__()
+        if not (math.isfinite(float(scale)) and float(scale) > 0):
+            raise ValueError(f"Laplace scale must be a positive finite number, got {scale!r}")
         self._init_scale = float(scale)
         self.raw_scale = positive_parameter(scale, (), torch.float64)
 

@@ -25,6 +25,8 @@ class StudentT(Likelihood):
         super().__init__()
         if not df > 0:
             raise ValueError(f"StudentT df must be positive, got {df}")
+        if not (math.isfinite(float(scale)) and float(scale) > 0):
+            raise ValueError(f"StudentT scale must be a positive finite number, got {scale!r}")
         self._init = (float(df), float(scale), bool(learn_df))
         self.raw_scale = positive_parameter(scale, (), torch.float64)
         raw_df = positive_parameter(df, (), torch.float64)

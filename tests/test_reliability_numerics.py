@@ -1,0 +1,284 @@
+"""Issue 11, part 2: numerical robustness, tried on purpose.
+
+* a non-finite objective or gradient injected at a chosen step: training restores the
+  last good parameters, halves the learning rate, says so in ``history_.events`` and
+  then continues exactly like a fresh run from the restored state at the lower rate;
+* a Cholesky failure injected mid-run is repaired the same way; a matrix that needs
+  more jitter than the default is reported in ``history_.events``;
+* float32 on two benchmark datasets trains without positive-definiteness failures;
+* badly scaled data (targets x 1e6, inputs x 1e-6, duplicated rows, near-duplicate
+  inducing inputs) gives the predictions of the standardised problem, rescaled.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import latentgp as lg
+from latentgp import kernels as K
+from latentgp import likelihoods as L
+
+
+def _data(n=40, d=1, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, d))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def _params(m):
+    return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
+def _assert_same(a, b, tol=1e-12):
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=tol, atol=tol, msg=k)
+
+
+class _Flaky:
+    """Wraps a likelihood's ``expected_log_prob``: NaN on the calls listed in ``bad``."""
+
+    def __init__(self, fn, bad):
+        self.fn, self.bad, self.calls = fn, set(bad), 0
+
+    def __call__(self, *args, **kwargs):
+        out = self.fn(*args, **kwargs)
+        self.calls += 1
+        return out * float("nan") if self.calls in self.bad else out
+
+
+def _svgp(**kw):
+    return lg.SVGP(num_inducing=6, kernel=K.RBF(lengthscale=0.7), **kw)
+
+
+def test_nan_objective_restores_last_good_state_and_halves_lr():
+    """Full batch, deterministic: a NaN at step 4 must leave exactly the parameters after
+    step 3 (run A), and the steps after it must equal a fresh fit from there at lr/2."""
+    X, y = _data()
+    a = _svgp().fit(X, y, max_steps=4, lr=0.05, seed=0)
+    b = _svgp()
+    b.initialize(X, y, seed=0)
+    b.likelihood.expected_log_prob = _Flaky(b.likelihood.expected_log_prob, bad=[5])
+    with pytest.warns(lg.TrainingWarning, match="restored the last good parameters"):
+        b.fit(X, y, max_steps=5, lr=0.05, seed=0)
+    assert b.history_.events == [
+        "step 4: non-finite objective or gradient; restored the last good parameters and "
+        "lowered the learning rate to 0.025"
+    ]
+    assert b.history_.steps == 5 and len(b.history_.objective) == 4
+    _assert_same(_params(b), _params(a))
+    # continuing: the next 3 steps are a fresh Adam run at the halved rate
+    b.likelihood.expected_log_prob = _Flaky(b.likelihood.expected_log_prob.fn, bad=[6])
+    c = _svgp().fit(X, y, max_steps=4, lr=0.05, seed=0)
+    c.fit(X, y, max_steps=3, lr=0.025, seed=0)
+    b2 = _svgp()
+    b2.initialize(X, y, seed=0)
+    b2.likelihood.expected_log_prob = _Flaky(b2.likelihood.expected_log_prob, bad=[5])
+    with pytest.warns(lg.TrainingWarning):
+        b2.fit(X, y, max_steps=8, lr=0.05, seed=0)
+    _assert_same(_params(b2), _params(c), tol=1e-10)
+
+
+class _NaNGrad(torch.autograd.Function):
+    """Identity forward, NaN gradient backward: a finite objective with a broken gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * float("nan")
+
+
+def test_nan_gradient_with_finite_objective_is_caught():
+    X, y = _data()
+    m = _svgp()
+    m.initialize(X, y, seed=0)
+    fn, calls = m.likelihood.expected_log_prob, {"n": 0}
+
+    def broken_grad(*args, **kwargs):
+        calls["n"] += 1
+        out = fn(*args, **kwargs)
+        return _NaNGrad.apply(out) if calls["n"] == 3 else out
+
+    m.likelihood.expected_log_prob = broken_grad
+    with pytest.warns(lg.TrainingWarning):
+        m.fit(X, y, max_steps=6, lr=0.05, seed=0)
+    assert m.history_.events == [
+        "step 2: non-finite objective or gradient; restored the last good parameters and "
+        "lowered the learning rate to 0.025"
+    ]
+    assert all(torch.isfinite(p).all() for p in m.parameters())
+    assert np.all(np.isfinite(m.history_.objective)) and len(m.history_.objective) == 5
+
+
+def test_cholesky_failure_mid_run_is_repaired_and_reported():
+    X, y = _data()
+    m = _svgp()
+    m.initialize(X, y, seed=0)
+    kern_forward, calls = m.kernel.forward, {"n": 0}
+
+    def poisoned(A, B=None):  # Kzz of the third step (step 2) is NaN
+        K_ = kern_forward(A, B)
+        if B is None:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                return K_ * float("nan")
+        return K_
+
+    m.kernel.forward = poisoned
+    with pytest.warns(lg.TrainingWarning):
+        m.fit(X, y, max_steps=6, lr=0.05, seed=0)
+    ev = m.history_.events
+    assert len(ev) == 2, ev
+    assert ev[0].startswith("step 2: Kzz of size (6, 6) contains NaN or inf entries"), ev
+    assert ev[1] == (
+        "step 2: non-finite objective or gradient; restored the last good parameters and "
+        "lowered the learning rate to 0.025"
+    )
+    assert m.history_.steps == 6 and len(m.history_.objective) == 5
+
+
+def test_jitter_raised_is_reported_in_events():
+    """Exactly duplicated inducing inputs with a tiny starting jitter: the Cholesky of Kzz
+    needs more jitter; training succeeds and says so."""
+    X, y = _data(60)
+    Z = np.r_[np.linspace(-2, 2, 10), np.linspace(-2, 2, 10)][:, None]
+    with lg.config(jitter=1e-16), warnings.catch_warnings():
+        warnings.simplefilter("ignore", lg.JitterWarning)
+        m = lg.SVGP(Z=Z).fit(X, y, max_steps=3, seed=0)
+    jit = [e for e in m.history_.events if e.startswith("jitter raised")]
+    assert len(jit) == 1, m.history_.events
+    assert "Cholesky factorisation(s) needed more than the default jitter" in jit[0]
+    _, var = m.predict_y(X)
+    assert np.all(var > 0)
+
+
+def test_persistent_failure_raises_with_finite_parameters():
+    X, y = _data()
+    m = _svgp()
+    m.initialize(X, y, seed=0)
+    m.likelihood.expected_log_prob = _Flaky(m.likelihood.expected_log_prob, bad=range(3, 99))
+    with pytest.warns(lg.TrainingWarning), pytest.raises(FloatingPointError, match="8 times"):
+        m.fit(X, y, max_steps=30, lr=0.05, seed=0)
+    assert all(torch.isfinite(p).all() for p in m.parameters())
+
+
+# ------------------------------------------------------------------------ float32
+@pytest.mark.parametrize("name", ["housing", "concrete"])
+def test_float32_trains_on_benchmark_data_without_pd_failure(name):
+    ds = lg.datasets.load(name, split=0)
+    Xtr = (ds.X_train - ds.X_train.mean(0)) / ds.X_train.std(0)
+    Xte = (ds.X_test - ds.X_train.mean(0)) / ds.X_train.std(0)
+    out = {}
+    for dtype in (torch.float32, torch.float64):
+        m = lg.SVGP(num_inducing=64, dtype=dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", lg.TrainingWarning)  # no repair needed
+            m.fit(Xtr, ds.y_train, batch_size=256, epochs=8, lr=0.02, seed=0)
+        mean, var = m.predict_y(Xte)
+        assert np.all(np.isfinite(mean)) and np.all(var > 0)
+        assert not [e for e in m.history_.events if "non-finite" in e]
+        out[dtype] = np.sqrt(np.mean((mean - ds.y_test) ** 2))
+    # float32 reaches the float64 answer (same seed, same batches) to 2%
+    assert abs(out[torch.float32] - out[torch.float64]) <= 0.02 * out[torch.float64], out
+
+
+def test_float32_exact_gp_with_duplicated_inputs():
+    X, y = _data(60)
+    X2, y2 = np.r_[X, X], np.r_[y, y + 0.01]
+    m = lg.ExactGP(dtype=torch.float32).fit(X2, y2, max_steps=20)
+    mean, var = m.predict_y(X)
+    assert mean.dtype == np.float32 and np.all(var > 0)
+    assert np.sqrt(np.mean((mean - np.sin(2 * X[:, 0])) ** 2)) < 0.1
+
+
+# ------------------------------------------------------------------- bad scaling
+def _scaled_runs(make, fit_kw, sx, sy, n=60, dup=False):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(n, 2))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=n)
+    if dup:
+        X, y = np.r_[X, X[:20]], np.r_[y, y[:20] + 0.05]
+    Xt = rng.uniform(-3, 3, size=(25, 2))
+    m0, v0 = make().fit(X, y, **fit_kw).predict_y(Xt)
+    m1, v1 = make().fit(X * sx, y * sy, **fit_kw).predict_y(Xt * sx)
+    return np.abs(m1 / sy - m0).max() / y.std(), np.abs(v1 / sy**2 / v0 - 1).max()
+
+
+SCALE_CASES = [
+    # model, fit args, input scale, target scale, duplicated rows, tolerance (mean / sd(y))
+    ("exact", dict(max_steps=40), 1.0, 1e6, False, 1e-6),
+    ("exact", dict(max_steps=40), 1e-6, 1e6, True, 1e-4),
+    ("vfe", dict(max_steps=30), 1.0, 1e6, True, 1e-3),
+    ("svgp", dict(max_steps=80, lr=0.03, seed=0), 1.0, 1e6, False, 2e-2),
+]
+MAKERS = {
+    "exact": lambda: lg.ExactGP(),
+    "vfe": lambda: lg.SparseGP(num_inducing=15, method="vfe"),
+    "svgp": lambda: lg.SVGP(num_inducing=15),
+}
+
+
+@pytest.mark.parametrize("model, kw, sx, sy, dup, tol", SCALE_CASES)
+def test_badly_scaled_data_gives_the_standardised_answer(model, kw, sx, sy, dup, tol):
+    mean_err, var_err = _scaled_runs(MAKERS[model], kw, sx, sy, dup=dup)
+    assert mean_err < tol, (mean_err, var_err)
+    assert var_err < 100 * tol, (mean_err, var_err)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: SVGP and VFE optimise inducing inputs and lengthscales in the units of X, "
+    "so X x 1e-6 trains to a different answer (mean error ~0.2-2 sd(y), see "
+    "docs/results/reliability.md); standardise inputs (the CLI and the sklearn estimators do)",
+)
+@pytest.mark.parametrize("model", ["vfe", "svgp"])
+def test_sparse_models_are_input_scale_invariant(model):
+    kw = SCALE_CASES[2][1] if model == "vfe" else SCALE_CASES[3][1]
+    mean_err, _ = _scaled_runs(MAKERS[model], kw, 1e-6, 1.0)
+    assert mean_err < 2e-2
+
+
+@pytest.mark.slow
+def test_sklearn_estimator_absorbs_bad_scaling():
+    """The sklearn estimators standardise inputs and targets: X x 1e-6, y x 1e6 give the
+    same predictions (in the original units) for the SVGP path too."""
+    from latentgp.sklearn import GPRegressor
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(80, 2))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=80)
+    Xt = rng.uniform(-3, 3, size=(25, 2))
+    kw = dict(method="svgp", num_inducing=15, max_steps=150, lr=0.03)
+    m0, s0 = GPRegressor(**kw).fit(X, y).predict(Xt, return_std=True)
+    m1, s1 = GPRegressor(**kw).fit(X * 1e-6, y * 1e6).predict(Xt * 1e-6, return_std=True)
+    np.testing.assert_allclose(m1 / 1e6, m0, atol=1e-6 * y.std())
+    np.testing.assert_allclose(s1 / 1e6, s0, rtol=1e-5)
+
+
+def test_near_duplicate_inducing_inputs_change_nothing():
+    """VFE with every inducing input doubled (1e-9 apart) spans the same Nystrom space:
+    same predictions as with the unique inputs, for the same hyperparameters."""
+    X, y = _data(60)
+    Zu = np.linspace(-2, 2, 8)[:, None]
+    Zd = np.r_[Zu, Zu + 1e-9]
+    Xt = np.linspace(-2.5, 2.5, 30)[:, None]
+    out = []
+    for Z in (Zu, Zd):
+        m = lg.SparseGP(
+            method="vfe", Z=Z, kernel=K.RBF(lengthscale=0.6), likelihood=L.Gaussian(0.05)
+        )
+        m.initialize(X, y)
+        m.set_data(X, y)  # posterior statistics at the initial hyperparameters
+        out.append(m.predict_y(Xt))
+    np.testing.assert_allclose(out[1][0], out[0][0], atol=1e-5)
+    np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-4)
+    assert np.all(out[1][1] > 0)
