@@ -360,3 +360,15 @@ def test_sparsity_factor_sets_inducing_count():
     m = lg.SAVIGP(sparsity=0.2, num_samples=5).fit(X, y, max_steps=2)
     assert m.M == 8 and m.Z.shape == (8, 1)
     assert isinstance(m.likelihood, Gaussian)
+
+
+def test_savigp_trains_from_an_out_of_core_source(tmp_path):
+    """SAVIGP.fit(source) streams shards like GPModel.fit, and equals the in-memory run."""
+    lg.datasets.write_gp_draws_npy(tmp_path / "s", 300, shard_size=100, input_dim=2, seed=0)
+    src = lg.datasets.ShardedArrays(tmp_path / "s")
+    X, y = src.rows(np.arange(300))
+    kw = dict(batch_size=50, max_steps=5, seed=0)
+    a = lg.SAVIGP(num_inducing=6, num_samples=5).fit(src, **kw)
+    b = lg.SAVIGP(num_inducing=6, num_samples=5).fit(X, y, **kw)
+    assert a.num_data == 300
+    np.testing.assert_allclose(a.predict_y(X[:20])[0], b.predict_y(X[:20])[0], rtol=1e-6)

@@ -555,7 +555,7 @@ class SAVIGP(GPModel):
     def fit(
         self,
         X: Any,
-        y: Any,
+        y: Any = None,
         *,
         alternate: bool = False,
         global_iters: int = 20,
@@ -574,11 +574,11 @@ class SAVIGP(GPModel):
         (``paper_adadelta``; entries of ``optimizer_kwargs`` take precedence) and lr 1.0
         unless ``lr`` is given.
         """
+        out_of_core = hasattr(X, "lazy_arrays")  # e.g. datasets.ShardedArrays (y inside)
         if not self.built:
-            Xt = self._check_X(X)
-            self.num_data = int(Xt.shape[0])
+            self.num_data = int(X.num_rows) if out_of_core else int(self._check_X(X).shape[0])
         if kwargs.get("optimizer") == "lbfgs" and kwargs.get("batch_size") is None:
-            kwargs["batch_size"] = len(X)  # L-BFGS is a full-batch method
+            kwargs["batch_size"] = self.num_data  # L-BFGS is a full-batch method
         if kwargs.get("optimizer") == "adadelta" and kwargs.get("lr") is None:
             kwargs["lr"] = 1.0
         if paper_adadelta and kwargs.get("optimizer") == "adadelta":
