@@ -166,14 +166,10 @@ def test_sigkill_at_random_point_then_resume_matches(run_setup, tmp_path):
     _assert_same_model(out, ref)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: a KeyboardInterrupt raised inside a step (between sampler.next() and the "
-    "end of the step) is checkpointed with the batch cursor already advanced, so a resumed "
-    "run skips a batch; training/loop.py should restore the sampler (and torch RNG) state "
-    "of the last completed step.  The CLI avoids it by stopping at step boundaries.",
-)
 def test_api_ctrl_c_inside_a_step_resumes_exactly(tmp_path):
+    """A KeyboardInterrupt inside a step (after the batch was drawn) rewinds the cursor and
+    the random state, so the resumed run takes that step again and ends where an
+    uninterrupted run does."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(120, 2))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=120)

@@ -393,7 +393,7 @@ CASES: list[Case] = [
             lambda: lg.SVGP(num_inducing=5, kernel=K.RBF(lengthscale=-1.0)).fit(X0, Y0, max_steps=1)
         ),
         "ValueError",
-        "a positive parameter must be > 0.0, got -1.0",
+        "RBF lengthscale must be positive and finite, got -1.0",
     ),
     Case(
         "api fit",

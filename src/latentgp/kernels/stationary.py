@@ -47,6 +47,17 @@ def scaled_sqdist(X: torch.Tensor, Z: torch.Tensor | None, lengthscale: torch.Te
     return d.clamp_min(0.0)
 
 
+def _check_positive(value, what: str) -> None:
+    """``ValueError`` unless every entry of ``value`` is a positive finite number."""
+    try:
+        v = torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        msg = f"{what} must be a positive number or a list of them, got {value!r}"
+        raise ValueError(msg) from None
+    if v.numel() == 0 or not bool(torch.isfinite(v).all()) or bool((v <= 0).any()):
+        raise ValueError(f"{what} must be positive and finite, got {value!r}")
+
+
 class Stationary(Kernel):
     """Base for ``k(x, z) = variance * g(r)`` with ARD lengthscales.
 
@@ -68,6 +79,10 @@ class Stationary(Kernel):
         ard: bool = True,
     ) -> None:
         super().__init__()
+        name = type(self).__name__
+        if lengthscale is not None:
+            _check_positive(lengthscale, f"{name} lengthscale")
+        _check_positive(variance, f"{name} variance")
         self._init_lengthscale = lengthscale
         self._init_variance = float(variance)
         self.ard = bool(ard)

@@ -253,8 +253,13 @@ def run_loop(
     if snapshot_every is None:
         snapshot_every = max(1, min(100, steps_per_epoch))
     consecutive = 0
+    in_flight = False
     try:
         while step < total:
+            # the cursor and random state before this step: an interrupt inside the step
+            # rewinds to them, so a resumed run takes this very step again
+            before = (sampler.state(), torch.get_rng_state())
+            in_flight = True
             idx = sampler.next()
             try:
                 value, ok = task.step(step, idx)
@@ -277,6 +282,7 @@ def run_loop(
                 if (step + 1) % snapshot_every == 0:
                     task.take_snapshot()
             step += 1
+            in_flight = False
             bar.update(1, items=sampler.B, objective=(value + objective_offset) * objective_scale)
             now = time.perf_counter()
             if checkpoint is not None and (
@@ -307,6 +313,9 @@ def run_loop(
                 prev_epoch_mean = mean
     except KeyboardInterrupt:
         # the step in flight was not applied: the state is the last completed step's
+        if in_flight:
+            sampler.load(before[0])
+            torch.set_rng_state(before[1])
         history.stopped = f"interrupted at step {step}"
         history.events.append(history.stopped)
         write_checkpoint()
