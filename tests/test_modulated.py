@@ -93,7 +93,7 @@ def _svgp_pair(model, X, Q_total, M, rng):
     qm = torch.tensor(rng.standard_normal(M)) * 0.5
     L = torch.tensor(np.tril(rng.standard_normal((M, M)) * 0.1) + np.eye(M))
     with torch.no_grad():
-        svgp.Z.copy_(Z)
+        svgp.Z = Z
         svgp.q.q_mu.copy_(qm[None])
         svgp.q.q_sqrt_raw.copy_(L[None])
         svgp.kernel.raw_lengthscale.fill_(float(inv_softplus(0.8)))
@@ -104,7 +104,7 @@ def _svgp_pair(model, X, Q_total, M, rng):
 def _set_modulated(model, Z, qm, L, fixed_gps):
     """GP 0 = the SVGP's f; GPs in ``fixed_gps`` pinned at zero (tiny prior variance, q=prior)."""
     with torch.no_grad():
-        model.Z.copy_(Z.expand_as(model.Z))
+        model.Z = Z
         model.q.q_mu.zero_()
         model.q.q_sqrt_raw.copy_(torch.eye(L.shape[0], dtype=DT).expand_as(model.q.q_sqrt_raw))
         model.q.q_mu[0] = qm
@@ -160,7 +160,7 @@ def test_slgp_data_term_with_w_at_zero_is_svgp(rng):
     m = lg.SLGP(num_inducing=8, hidden=(8,), noise_variance=0.3)
     m._build(1, 1)
     with torch.no_grad():
-        m.Z.copy_(torch.cat([Z, torch.zeros(8, 1, dtype=DT)], -1))
+        m.Z = torch.cat([Z, torch.zeros(8, 1, dtype=DT)], -1)
         m.q.q_mu.copy_(qm[None])
         m.q.q_sqrt_raw.copy_(L[None])
         m.kernel.raw_lengthscale.fill_(float(inv_softplus(0.8)))

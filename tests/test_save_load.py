@@ -123,3 +123,21 @@ def test_callable_likelihood_cannot_be_saved(rng, tmp_path):
         m.save(tmp_path / "c.pt")
     assert not (tmp_path / "c.pt").exists()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["svgp", "vfe", "exact"])
+def test_format_version_1_files_still_load(name):
+    """Files written by the previous release (format 1: inducing inputs and lengthscales in
+    data units, no input_unit buffers; made with that release's code by fitting the model on
+    inputs with column scales 3 and 0.01) load into the version-2 layout and predict what
+    they predicted when saved."""
+    from pathlib import Path
+
+    here = Path(__file__).parent / "data"
+    expected = json.loads((here / "format_v1_predictions.json").read_text())
+    m = lg.load(here / f"{name}_format_v1.pt")
+    mean, var = m.predict_y(np.array(expected["X_test"]))
+    np.testing.assert_allclose(mean, expected[name]["mean"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(var, expected[name]["var"], rtol=1e-10)
+    payload = torch.load(here / f"{name}_format_v1.pt", weights_only=True)
+    assert json.loads(payload["header"])["format_version"] == 1

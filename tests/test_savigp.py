@@ -40,7 +40,7 @@ def exact():
 
 def _copy_hypers(model, ex):
     with torch.no_grad():
-        model.kernel.raw_lengthscale.copy_(ex.kernel.raw_lengthscale)
+        model.kernel.lengthscale = ex.kernel.lengthscale
         model.kernel.raw_variance.copy_(ex.kernel.raw_variance)
         model.likelihood.raw_variance.copy_(ex.likelihood.raw_variance)
     for p in list(model.kernel.parameters()) + list(model.likelihood.parameters()):

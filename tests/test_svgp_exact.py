@@ -20,7 +20,7 @@ def _data(n=40, d=2, seed=0):
 def _set_hypers(model, ls, var, noise):
     with torch.no_grad():
         k = model.kernel
-        k.raw_lengthscale.copy_(lg.parameters.inv_softplus(torch.tensor(ls, dtype=torch.float64)))
+        k.lengthscale = ls
         k.raw_variance.copy_(lg.parameters.inv_softplus(torch.tensor(var, dtype=torch.float64)))
         lik = model.likelihood
         lik.raw_variance.copy_(

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .parameters import column_unit
 from .validation import check_inputs
 
 
@@ -110,9 +111,15 @@ def initial_inducing(
     kernel: Callable | None = None,
     seed: int | None = None,
 ) -> torch.Tensor:
-    """Dispatch on ``method`` in ``{"kmeans", "random", "greedy"}``; returns ``(M, D)``."""
+    """Dispatch on ``method`` in ``{"kmeans", "random", "greedy"}``; returns ``(M, D)``.
+
+    k-means++ clusters the columns divided by their standard deviations (then scales the
+    centres back), so that a column in large units does not decide the clusters alone and
+    rescaling a column rescales the inducing inputs with it.
+    """
     if method in ("kmeans", "kmeans++", "kmeans_pp"):
-        return kmeans_pp(X, num_inducing, seed)
+        unit = column_unit(X)
+        return kmeans_pp(X / unit, num_inducing, seed) * unit
     if method in ("random", "subset"):
         return random_subset(X, num_inducing, seed)
     if method in ("greedy", "greedy_variance"):

@@ -35,3 +35,18 @@ def positive_parameter(
 
 
 LOG_2PI = math.log(2.0 * math.pi)
+
+
+def column_unit(X: torch.Tensor) -> torch.Tensor:
+    """``(D,)`` unit of each input column: its standard deviation (1 where it is zero or
+    there is a single row).
+
+    Parameters that live in input units (inducing inputs, lengthscales, periods) are
+    stored divided by this unit, so an optimiser's steps are in proportion to the spread
+    of the data: training on ``X * c`` then takes the same raw steps as on ``X``.
+    """
+    if X.shape[0] < 2:
+        return torch.ones(X.shape[-1], dtype=X.dtype, device=X.device)
+    sd = X.std(0)
+    ok = torch.isfinite(sd) & (sd > 0)
+    return torch.where(ok, sd, torch.ones_like(sd))

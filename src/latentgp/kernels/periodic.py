@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ..parameters import inv_softplus, positive_parameter, softplus
+from ..parameters import column_unit, inv_softplus, positive_parameter, softplus
 from .base import Kernel, register
 
 
@@ -29,15 +29,27 @@ class Periodic(Kernel):
     def _build(self, dtype, device):
         p, ls, v = self._init
         shape = self.batch_shape + (self.input_dim,)
+        # period = softplus(raw_period) * input_unit (the spread of each input column, set
+        # by init_from_data); the lengthscale of this kernel has no units
+        self.register_buffer("input_unit", torch.ones(self.input_dim, dtype=dtype, device=device))
         self.raw_period = positive_parameter(p, shape, dtype, device)
         self.raw_lengthscale = torch.nn.Parameter(
             inv_softplus(ls).to(dtype=dtype, device=device).expand(shape).clone()
         )
         self.raw_variance = positive_parameter(v, self.batch_shape, dtype, device)
 
+    def init_from_data(self, X: torch.Tensor) -> None:
+        """Store the period in units of each column's spread (its value is kept)."""
+        self._check_built()
+        with torch.no_grad():
+            keep = self.period.detach().clone()
+            self.input_unit.copy_(column_unit(X).to(self.input_unit))
+            self.raw_period.copy_(inv_softplus(keep / self.input_unit).to(self.raw_period))
+
     @property
     def period(self):
-        return softplus(self.raw_period)
+        """``(*batch, D)``, in the units of the inputs."""
+        return softplus(self.raw_period) * self.input_unit
 
     @property
     def lengthscale(self):

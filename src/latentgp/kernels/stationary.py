@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ..parameters import inv_softplus, positive_parameter, softplus
+from ..parameters import column_unit, inv_softplus, positive_parameter, softplus
 from .base import Kernel, register
 
 
@@ -93,35 +93,59 @@ class Stationary(Kernel):
         ls_t = torch.as_tensor(ls, dtype=torch.float64)
         if ls_t.numel() not in (1, D):
             raise ValueError(f"lengthscale has {ls_t.numel()} values but the kernel needs 1 or {D}")
+        # lengthscale = softplus(raw_lengthscale) * input_unit; the unit is the spread of
+        # each input column, set by init_from_data (1 until then)
+        self.register_buffer("input_unit", torch.ones(D, dtype=dtype, device=device))
         self.raw_lengthscale = torch.nn.Parameter(
             inv_softplus(ls_t).to(dtype=dtype, device=device).expand(*self.batch_shape, D).clone()
         )
         self.raw_variance = positive_parameter(self._init_variance, self.batch_shape, dtype, device)
 
     def init_from_data(self, X: torch.Tensor) -> None:
-        if self._init_lengthscale is not None:
-            return
-        std = X.std(0) if X.shape[0] > 1 else torch.ones(X.shape[1], dtype=X.dtype)
-        std = torch.where(std > 0, std, torch.ones_like(std))
-        ls = std * math.sqrt(X.shape[1])
+        """Measure lengthscales in units of each column's spread and, unless the user fixed
+        it, start the lengthscale at ``sqrt(D) * std`` of each column."""
+        self._check_built()
+        unit = column_unit(X)
         if not self.ard:
-            ls = ls.mean().reshape(1)
+            unit = unit.mean().reshape(1)
         with torch.no_grad():
-            self.raw_lengthscale.copy_(
-                inv_softplus(ls.to(torch.float64))
-                .to(self.raw_lengthscale)
-                .expand_as(self.raw_lengthscale)
-            )
+            keep = self.lengthscale.detach().clone()  # the user's value, in data units
+            self.input_unit.copy_(unit.to(self.input_unit))
+            if self._init_lengthscale is None:
+                keep = (unit * math.sqrt(X.shape[1])).to(keep).expand_as(keep)
+            self.lengthscale = keep
 
     @property
     def lengthscale(self) -> torch.Tensor:
-        """``(*batch, D)`` (or ``(*batch, 1)`` without ARD)."""
-        return softplus(self.raw_lengthscale)
+        """``(*batch, D)`` (or ``(*batch, 1)`` without ARD), in the units of the inputs.
+
+        Stored as ``raw_lengthscale = inv_softplus(lengthscale / input_unit)``; assign
+        ``kernel.lengthscale = value`` to set it.
+        """
+        return softplus(self.raw_lengthscale) * self.input_unit
+
+    @lengthscale.setter
+    def lengthscale(self, value) -> None:
+        self._check_built()
+        v = torch.as_tensor(value, dtype=torch.float64)
+        _check_positive(v, f"{type(self).__name__} lengthscale")
+        with torch.no_grad():
+            raw = inv_softplus(v.to(self.input_unit.device) / self.input_unit.double())
+            self.raw_lengthscale.copy_(raw.to(self.raw_lengthscale).expand_as(self.raw_lengthscale))
 
     @property
     def variance(self) -> torch.Tensor:
-        """``(*batch,)``."""
+        """``(*batch,)``; assign ``kernel.variance = value`` to set it."""
         return softplus(self.raw_variance)
+
+    @variance.setter
+    def variance(self, value) -> None:
+        self._check_built()
+        v = torch.as_tensor(value, dtype=torch.float64)
+        _check_positive(v, f"{type(self).__name__} variance")
+        with torch.no_grad():
+            raw = inv_softplus(v).to(self.raw_variance)
+            self.raw_variance.copy_(raw.expand_as(self.raw_variance))
 
     def profile(self, r2: torch.Tensor) -> torch.Tensor:
         """``g(r)`` as a function of the squared scaled distance."""

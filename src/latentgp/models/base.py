@@ -31,7 +31,11 @@ from ..training import fit as train
 from ..validation import check_inputs, check_positive_int, check_targets
 
 FORMAT = "latentgp-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: version 2 (latentgp 0.2): inducing inputs stored as ``Z_raw`` and lengthscales/periods
+#: measured in units of each input column (``input_unit`` buffers); version-1 files load
+#: with those units set to 1, which gives the same model.
+READABLE_FORMAT_VERSIONS = (1, 2)
 
 MODEL_REGISTRY: dict[str, type[GPModel]] = {}
 
@@ -575,6 +579,22 @@ def _first_sentence(err: BaseException, limit: int, whole: bool = False) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _upgrade_state_v1(state: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
+    """Version-1 tensors in the version-2 layout: ``...Z`` becomes ``...Z_raw`` and every
+    ``input_unit`` buffer is 1 (raw values were then in data units)."""
+    if not isinstance(state, dict):
+        return state
+    out = dict(state)
+    for key, ref in expected.items():
+        if key in out:
+            continue
+        if key.endswith("input_unit"):
+            out[key] = torch.ones_like(ref)
+        elif key.endswith("Z_raw") and key[: -len("_raw")] in out:
+            out[key] = out.pop(key[: -len("_raw")])
+    return out
+
+
 def load(path: str | os.PathLike, device: torch.device | str | None = None) -> GPModel:
     """Load a model written by :meth:`GPModel.save` (no code from the file is executed)."""
     path = os.fspath(path)
@@ -595,10 +615,11 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> G
         raise ValueError(f"{path} has a corrupted header (not valid JSON)") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ValueError(f"{path} is not a latentgp model file (format {header.get('format')!r})")
-    if header.get("format_version") != FORMAT_VERSION:
+    version = header.get("format_version")
+    if version not in READABLE_FORMAT_VERSIONS:
         raise ValueError(
-            f"{path} uses model-file format version {header.get('format_version')}, but this "
-            f"latentgp reads version {FORMAT_VERSION}"
+            f"{path} uses model-file format version {version}, but this latentgp reads "
+            f"versions {', '.join(map(str, READABLE_FORMAT_VERSIONS))}"
         )
     name = header.get("model")
     if name not in MODEL_REGISTRY:
@@ -607,7 +628,10 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> G
     try:
         model = cls.from_config(header["config"], device=device)
         model._build(**header["build"])
-        model.load_state_dict(payload["state"])
+        state = payload["state"]
+        if version == 1:
+            state = _upgrade_state_v1(state, model.state_dict())
+        model.load_state_dict(state)
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ValueError(
             f"{path}: header and tensors do not describe a valid {name}: "

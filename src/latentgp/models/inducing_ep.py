@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..inducing import initial_inducing
 from ..kernels import Kernel
@@ -23,9 +22,10 @@ from ..likelihoods import Bernoulli, likelihood_from_name
 from ..linalg import cholesky, solve_lower
 from ..validation import check_inputs, check_positive_int
 from .base import GPModel
+from .inducing_inputs import InducingInputs
 
 
-class InducingEPClassifier(GPModel):
+class InducingEPClassifier(InducingInputs, GPModel):
     """Base of binary probit classifiers with M inducing points fitted by EP.
 
     Labels are {0, 1} at the API (validated by the probit Bernoulli likelihood) and are
@@ -85,9 +85,7 @@ class InducingEPClassifier(GPModel):
             raise ValueError(f"{type(self).__name__} needs one column of binary labels")
         M = self.num_inducing
         self.kernel.build(input_dim, (), self.dtype_, self.device_)
-        self.Z = nn.Parameter(
-            torch.zeros(M, input_dim, dtype=self.dtype_), requires_grad=self.learn_inducing
-        )
+        self._build_inducing((M, input_dim), learn=self.learn_inducing)
         self.register_buffer("q_mean", torch.zeros(M, dtype=self.dtype_))
         self.register_buffer("q_sqrt", torch.zeros(M, M, dtype=self.dtype_))
         self.to(dtype=self.dtype_, device=self.device_)
@@ -109,7 +107,8 @@ class InducingEPClassifier(GPModel):
             else:
                 kern = self.kernel if self.inducing_init == "greedy" else None
                 Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
-            self.Z.copy_(Z)
+            self._set_input_unit(X)
+            self.Z = Z
             # q = prior until EP has run: mu = 0, Sigma = K.
             L, _ = cholesky(self.kernel(self.Z), "Kzz")
             self.q_mean.zero_()

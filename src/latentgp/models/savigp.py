@@ -51,6 +51,7 @@ from ..variational.mixture import (
     entropy_bound,
 )
 from .base import GPModel, register_model
+from .inducing_inputs import InducingInputs
 
 POSTERIORS = {"fg": (1, "full"), "mog1": (1, "diag"), "mog2": (2, "diag")}
 ESTIMATORS = ("reparam", "score")
@@ -73,7 +74,7 @@ PAPER_ADADELTA = {"rho": 0.95, "eps": 1e-6}
 
 
 @register_model
-class SAVIGP(GPModel):
+class SAVIGP(InducingInputs, GPModel):
     """Scalable automated variational inference for latent GP models.
 
     Parameters
@@ -285,12 +286,8 @@ class SAVIGP(GPModel):
         self.M = M
         self.kernel.build(input_dim, (Q,), self.dtype_, self.device_)
         zshape = (M, input_dim) if self.shared_inducing else (Q, M, input_dim)
-        if self.dense:
-            self.register_buffer("Z", torch.zeros(zshape, dtype=self.dtype_))
-        else:
-            self.Z = nn.Parameter(
-                torch.zeros(zshape, dtype=self.dtype_), requires_grad=self.learn_inducing
-            )
+        # dense mode: Z = X, fixed, with unit 1 so that it stays bit-equal to X
+        self._build_inducing(zshape, learn=self.learn_inducing, fixed=self.dense)
         self.q = MixtureVariational(
             self.num_components, Q, M, self.covariance, dtype=self.dtype_, device=self.device_
         )
@@ -332,12 +329,13 @@ class SAVIGP(GPModel):
             if hasattr(self.likelihood, "init_offset"):
                 self.likelihood.init_offset(y)
             if self.dense:
-                self.Z.copy_(X)
+                self.Z = X
             elif self._init_Z is not None:
-                self.Z.copy_(self._init_Z.to(self.Z).expand_as(self.Z))
+                self._set_input_unit(X)
+                self.Z = self._init_Z.to(self.Z_raw)
             else:
-                Z = initial_inducing(X, self.M, self.inducing_init)
-                self.Z.copy_(Z.expand_as(self.Z))
+                self._set_input_unit(X)
+                self.Z = initial_inducing(X, self.M, self.inducing_init)
             if self.parameterization == "lambda":
                 self.X_train.copy_(X)
                 self.lambda_raw.fill_(float(inv_softplus(1.0)))
@@ -596,7 +594,7 @@ class SAVIGP(GPModel):
             + ([self.lambda_raw] if self.parameterization == "lambda" else []),
             "hyperparameters": list(self.kernel.parameters()),
             "likelihood": list(self.likelihood.parameters()),
-            "inducing": [self.Z] if isinstance(self.Z, nn.Parameter) else [],
+            "inducing": [self.Z_raw] if isinstance(self.Z_raw, nn.Parameter) else [],
         }
         return {k: [p for p in v if p.requires_grad] for k, v in groups.items()}
 

@@ -45,7 +45,6 @@ import math
 from typing import Any
 
 import torch
-from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..inducing import check_inducing_sizes, inducing_inputs_arg, initial_inducing
@@ -54,6 +53,7 @@ from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cho_solve, cholesky, solve_lower
 from ..validation import check_positive_int
 from .base import GPModel, register_model
+from .inducing_inputs import InducingInputs
 
 METHODS = ("sor", "dtc", "fitc", "vfe")
 _METHOD_ALIASES = {"dic": "sor", "titsias": "vfe", "sgpr": "vfe"}
@@ -71,7 +71,7 @@ def _method_name(method: Any) -> str:
 
 
 @register_model
-class SparseGP(GPModel):
+class SparseGP(InducingInputs, GPModel):
     """Sparse GP regression (Gaussian likelihood): SoR, DTC, FITC or VFE.
 
     Parameters
@@ -150,9 +150,7 @@ class SparseGP(GPModel):
         super()._build(input_dim, output_dim)
         M = self.num_inducing
         self.kernel.build(input_dim, (), self.dtype_, self.device_)
-        self.Z = nn.Parameter(
-            torch.zeros(M, input_dim, dtype=self.dtype_), requires_grad=self.learn_inducing
-        )
+        self._build_inducing((M, input_dim), learn=self.learn_inducing)
         # posterior statistics (see module docstring) and the parameters they belong to
         self.register_buffer("stat_B", torch.eye(M, dtype=self.dtype_))
         self.register_buffer("stat_b", torch.zeros(M, output_dim, dtype=self.dtype_))
@@ -177,7 +175,8 @@ class SparseGP(GPModel):
             else:
                 kern = self.kernel if self.inducing_init == "greedy" else None
                 Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
-            self.Z.copy_(Z)
+            self._set_input_unit(X)
+            self.Z = Z
 
     def fit(self, X, y, *, batch_size: int | None = None, **kwargs) -> SparseGP:
         """Train on all of ``X`` ``(N, D)``, ``y`` ``(N,)``/``(N, P)`` (see ``GPModel.fit``).

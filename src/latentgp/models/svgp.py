@@ -10,7 +10,6 @@ is shared by the KL and the conditional.
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from ..inducing import check_inducing_sizes, inducing_inputs_arg, initial_inducing
 from ..kernels import Kernel
@@ -20,10 +19,11 @@ from ..validation import check_positive_int
 from ..variational import GaussianVariational, conditional_marginals
 from ..variational.conditionals import whitened_moments
 from .base import GPModel, register_model
+from .inducing_inputs import InducingInputs
 
 
 @register_model
-class SVGP(GPModel):
+class SVGP(InducingInputs, GPModel):
     """Sparse variational GP with minibatch training.
 
     Parameters
@@ -106,9 +106,7 @@ class SVGP(GPModel):
             raise ValueError(f"{output_dim} target columns need num_latent={output_dim}, got {Q}")
         self.kernel.build(input_dim, (Q,), self.dtype_, self.device_)
         zshape = (M, input_dim) if self.shared_inducing else (Q, M, input_dim)
-        self.Z = nn.Parameter(
-            torch.zeros(zshape, dtype=self.dtype_), requires_grad=self.learn_inducing
-        )
+        self._build_inducing(zshape, learn=self.learn_inducing)
         self.q = GaussianVariational(Q, M, self.covariance, self.whiten, dtype=self.dtype_)
         self.to(dtype=self.dtype_, device=self.device_)
 
@@ -125,10 +123,8 @@ class SVGP(GPModel):
                 if self.inducing_init == "greedy":
                     kern = _FirstLatent(self.kernel)
                 Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
-            if self.shared_inducing:
-                self.Z.copy_(Z if Z.ndim == 2 else Z[0])
-            else:
-                self.Z.copy_(Z.expand_as(self.Z))
+            self._set_input_unit(X)
+            self.Z = Z if (Z.ndim == 2 or not self.shared_inducing) else Z[0]
             if not self.whiten:
                 Lzz, _ = cholesky(self.kernel(self.Z), "Kzz")
                 self.q.set_unwhitened_init(Lzz, 1.0)

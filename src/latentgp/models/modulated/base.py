@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from ...config import get_config
 from ...inducing import initial_inducing
@@ -32,6 +31,7 @@ from ...parameters import LOG_2PI
 from ...validation import check_positive_int
 from ...variational import GaussianVariational, conditional_marginals
 from ..base import GPModel
+from ..inducing_inputs import InducingInputs
 
 
 def mixture_log_density(
@@ -184,7 +184,7 @@ class MixturePredictive:
         return nlpd_samples(yt, samples, bandwidth)
 
 
-class ModulatedGP(MixturePredictive, GPModel):
+class ModulatedGP(InducingInputs, MixturePredictive, GPModel):
     """Q independent sparse GPs (whitened, full-covariance q(u)) over the same inputs.
 
     Subclasses say how many GPs they need (``_num_gps``) and what they mean.
@@ -222,7 +222,7 @@ class ModulatedGP(MixturePredictive, GPModel):
         GPModel._build(self, input_dim, output_dim)
         Q, M, D = self._num_gps(), self.num_inducing, self._gp_input_dim(input_dim)
         self.kernel.build(D, (Q,), self.dtype_, self.device_)
-        self.Z = nn.Parameter(torch.zeros(Q, M, D, dtype=self.dtype_))
+        self._build_inducing((Q, M, D))
         self.q = GaussianVariational(Q, M, "full", whiten=True, dtype=self.dtype_)
 
     def _validate_sizes(self, N: int) -> None:
@@ -235,7 +235,8 @@ class ModulatedGP(MixturePredictive, GPModel):
         self.kernel.init_from_data(X)
         with torch.no_grad():
             Z = initial_inducing(X, self.num_inducing, "kmeans")
-            self.Z.copy_(Z.expand_as(self.Z))
+            self._set_input_unit(X)
+            self.Z = Z
 
     def prior_factor(self) -> torch.Tensor:
         """Batched Cholesky of Kzz, ``(Q, M, M)``; jitter recorded in ``last_jitter``."""

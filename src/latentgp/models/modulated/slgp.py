@@ -137,7 +137,7 @@ class SLGP(ModulatedGP):
         Dx, Dw, P, M = input_dim, self.latent_dim, output_dim, self.num_inducing
         Dh = Dx + Dw
         self.kernel.build(Dh, (1,), self.dtype_, self.device_)
-        self.Z = nn.Parameter(torch.zeros(M, Dh, dtype=self.dtype_))
+        self._build_inducing((M, Dh))
         self.q = GaussianVariational(P, M, "full", whiten=True, dtype=self.dtype_)
         self.prior_net = MLP(Dx, self.hidden, 2 * Dw, self.dtype_)
         self.post_net = MLP(Dx + P, self.hidden, 2 * Dw, self.dtype_)
@@ -152,7 +152,9 @@ class SLGP(ModulatedGP):
         H0 = torch.cat([X, w0], -1)
         self.kernel.init_from_data(H0)
         with torch.no_grad():
-            self.Z.copy_(initial_inducing(H0, self.num_inducing, "kmeans"))
+            Z = initial_inducing(H0, self.num_inducing, "kmeans")
+            self._set_input_unit(H0)
+            self.Z = Z
             last = self.encoder.net[-1]
             last.weight.mul_(0.1)  # encoder starts close to the prior N([x, w], nu0 I)
 

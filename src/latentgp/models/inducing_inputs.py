@@ -1,0 +1,70 @@
+"""Inducing inputs stored in units of the input columns.
+
+A model with inducing inputs keeps ``Z_raw`` (the trainable tensor) and a buffer
+``input_unit`` ``(D,)``, the standard deviation of each input column of the data that
+initialised it, and exposes
+
+    Z = Z_raw * input_unit        (data units)
+
+Optimisers see ``Z_raw``.  Adam's steps have a fixed size in the units of the tensor it
+updates, and L-BFGS mixes all parameters in one curvature model, so storing ``Z`` in data
+units would make training depend on the units of ``X``: with ``X * 1e-6`` every Adam step
+would jump across the whole input range.  In column units the raw values and their
+gradients are the same for ``X`` and ``X * c``, and so is everything training does (the
+kernels store lengthscales the same way, :func:`latentgp.parameters.column_unit`).
+
+``model.Z`` is computed on every access: assign ``model.Z = new_values`` to change it
+(``model.Z.copy_(...)`` would only change a temporary copy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..parameters import column_unit
+
+
+class InducingInputs:
+    """Mixin for :class:`~latentgp.models.base.GPModel` subclasses with inducing inputs."""
+
+    Z_raw: torch.Tensor
+    input_unit: torch.Tensor
+
+    def _build_inducing(
+        self, shape: tuple[int, ...], learn: bool = True, fixed: bool = False
+    ) -> None:
+        """Allocate ``Z_raw`` of ``shape`` (``(..., M, D)``) and the ``(D,)`` unit buffer;
+        ``fixed`` makes ``Z_raw`` a buffer (never trained, e.g. Z = X in dense mode)."""
+        dtype = self.dtype_  # type: ignore[attr-defined]
+        self.register_buffer("input_unit", torch.ones(shape[-1], dtype=dtype))  # type: ignore[attr-defined]
+        z = torch.zeros(shape, dtype=dtype)
+        if fixed:
+            self.register_buffer("Z_raw", z)  # type: ignore[attr-defined]
+        else:
+            self.Z_raw = nn.Parameter(z, requires_grad=learn)
+
+    @property
+    def Z(self) -> torch.Tensor:
+        """Inducing inputs ``(M, D)`` (or ``(Q, M, D)``) in the units of the data."""
+        return self.Z_raw * self.input_unit
+
+    @Z.setter
+    def Z(self, value: Any) -> None:
+        with torch.no_grad():
+            v = torch.as_tensor(value, dtype=self.Z_raw.dtype, device=self.Z_raw.device)
+            if v.shape[-1] != self.Z_raw.shape[-1]:
+                raise ValueError(
+                    f"Z has {v.shape[-1]} columns but the model's inducing inputs have "
+                    f"{self.Z_raw.shape[-1]}"
+                )
+            self.Z_raw.copy_((v / self.input_unit).expand_as(self.Z_raw))
+
+    def _set_input_unit(self, X: torch.Tensor) -> None:
+        """Measure ``input_unit`` on the data ``X`` ``(N, D)`` that Z lives among (keeps Z)."""
+        with torch.no_grad():
+            Z = self.Z.clone()
+            self.input_unit.copy_(column_unit(X).to(self.input_unit))
+            self.Z = Z
