@@ -75,7 +75,7 @@ def scaling() -> None:
             warnings.simplefilter("ignore")
             m0, v0 = make().fit(X, y, **kw).predict_y(Xt)
             for sx, sy, dup in [(1, 1e6, False), (1e-6, 1, False), (1e6, 1, False),
-                                (1e-6, 1e6, True)]:  # fmt: skip
+                                (1e-6, 1e6, True), (1e6, 1e-6, True)]:  # fmt: skip
                 Xa, ya = (np.r_[X, X[:20]], np.r_[y, y[:20] + 0.05]) if dup else (X, y)
                 r0 = (make().fit(Xa, ya, **kw).predict_y(Xt)) if dup else (m0, v0)
                 t = time.perf_counter()

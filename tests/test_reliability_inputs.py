@@ -835,7 +835,7 @@ CASES: list[Case] = [
         "future format version",
         lambda d: api(lambda: lg.load(_edited_model(d, lambda h, s: h.update(format_version=99)))),
         "ValueError",
-        "uses model-file format version 99, but this latentgp reads version 1",
+        "uses model-file format version 99, but this latentgp reads versions 1, 2",
     ),
     Case(
         "model file",
@@ -848,11 +848,11 @@ CASES: list[Case] = [
         "model file",
         "tensor of the wrong shape",
         lambda d: api(
-            lambda: lg.load(_edited_model(d, lambda h, s: s.update(Z=torch.zeros(3, 7))))
+            lambda: lg.load(_edited_model(d, lambda h, s: s.update(Z_raw=torch.zeros(3, 7))))
         ),
         "ValueError",
         "header and tensors do not describe a valid SVGP: Error(s) in loading "
-        "state_dict for SVGP: size mismatch for Z",
+        "state_dict for SVGP: size mismatch for Z_raw",
     ),
     Case(
         "model file",

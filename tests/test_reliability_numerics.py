@@ -275,3 +275,41 @@ def test_near_duplicate_inducing_inputs_change_nothing():
     np.testing.assert_allclose(out[1][0], out[0][0], atol=1e-5)
     np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-4)
     assert np.all(out[1][1] > 0)
+
+
+
+def test_input_units_of_shards_equal_units_of_full_data():
+    """A sharded run (SEP with process_group=) measures the column unit of all shards
+    together: every process gets torch's std of the full data.  The all-reduce is emulated
+    by threads that meet at a barrier and sum their contributions."""
+    import threading
+
+    from latentgp.parameters import column_unit, sharded_column_unit
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(101, 3, generator=g, dtype=torch.float64) * torch.tensor([1e-6, 1.0, 1e6])
+    X[:, 1] = 5.0  # constant column: unit 1
+    shards = [X[:40], X[40:41], X[41:]]
+    slots: list = [None] * len(shards)
+    barrier = threading.Barrier(len(shards))
+    out: list = [None] * len(shards)
+
+    def process(rank):
+        def total(t):
+            slots[rank] = t
+            barrier.wait()
+            summed = sum(slots[1:], slots[0].clone())
+            barrier.wait()
+            return summed
+
+        out[rank] = sharded_column_unit(shards[rank], total)
+
+    threads = [threading.Thread(target=process, args=(r,)) for r in range(len(shards))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = column_unit(X)
+    for got in out:
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
+    assert out[0][1] == 1.0

@@ -7,6 +7,7 @@ A positive quantity ``theta`` is stored as an unconstrained ``raw`` tensor with
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -50,3 +51,27 @@ def column_unit(X: torch.Tensor) -> torch.Tensor:
     sd = X.std(0)
     ok = torch.isfinite(sd) & (sd > 0)
     return torch.where(ok, sd, torch.ones_like(sd))
+
+
+def sharded_column_unit(X: torch.Tensor, total: Callable[[torch.Tensor], torch.Tensor]):
+    """:func:`column_unit` of the rows of all processes, each holding a shard ``X``.
+
+    ``total(t)`` sums a tensor over the processes (an all-reduce).  Two passes (mean, then
+    squared deviations) as in ``torch.std``, so a sharded run uses the unit of the full data.
+    """
+    n = total(torch.tensor([float(X.shape[0])], dtype=X.dtype, device=X.device))
+    if float(n) < 2:
+        return torch.ones(X.shape[-1], dtype=X.dtype, device=X.device)
+    mean = total(X.sum(0)) / n
+    sd = (total(((X - mean) ** 2).sum(0)) / (n - 1)).sqrt()
+    ok = torch.isfinite(sd) & (sd > 0)
+    return torch.where(ok, sd, torch.ones_like(sd))
+
+
+def adopt_input_unit(module: torch.nn.Module, unit: torch.Tensor) -> None:
+    """Store every input-unit parameter of ``module`` and its children (lengthscales,
+    periods, inducing inputs) in the new column ``unit`` ``(D,)``, keeping their values."""
+    for m in module.modules():
+        fn = getattr(m, "adopt_input_unit", None)
+        if fn is not None:
+            fn(unit)

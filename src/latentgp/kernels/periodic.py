@@ -40,10 +40,14 @@ class Periodic(Kernel):
 
     def init_from_data(self, X: torch.Tensor) -> None:
         """Store the period in units of each column's spread (its value is kept)."""
+        self.adopt_input_unit(column_unit(X))
+
+    def adopt_input_unit(self, unit: torch.Tensor) -> None:
+        """Store the period in the column ``unit`` ``(D,)``, keeping its value."""
         self._check_built()
         with torch.no_grad():
             keep = self.period.detach().clone()
-            self.input_unit.copy_(column_unit(X).to(self.input_unit))
+            self.input_unit.copy_(unit.to(self.input_unit))
             self.raw_period.copy_(inv_softplus(keep / self.input_unit).to(self.raw_period))
 
     @property

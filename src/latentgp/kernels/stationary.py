@@ -105,14 +105,19 @@ class Stationary(Kernel):
         """Measure lengthscales in units of each column's spread and, unless the user fixed
         it, start the lengthscale at ``sqrt(D) * std`` of each column."""
         self._check_built()
-        unit = column_unit(X)
+        self.adopt_input_unit(column_unit(X))
+        if self._init_lengthscale is None:
+            self.lengthscale = self.input_unit * math.sqrt(X.shape[1])
+
+    def adopt_input_unit(self, unit: torch.Tensor) -> None:
+        """Store the lengthscale in the column ``unit`` ``(D,)`` (the mean unit without
+        ARD), keeping its value in data units."""
+        self._check_built()
         if not self.ard:
             unit = unit.mean().reshape(1)
         with torch.no_grad():
-            keep = self.lengthscale.detach().clone()  # the user's value, in data units
+            keep = self.lengthscale.detach().clone()
             self.input_unit.copy_(unit.to(self.input_unit))
-            if self._init_lengthscale is None:
-                keep = (unit * math.sqrt(X.shape[1])).to(keep).expand_as(keep)
             self.lengthscale = keep
 
     @property

@@ -64,7 +64,11 @@ class InducingInputs:
 
     def _set_input_unit(self, X: torch.Tensor) -> None:
         """Measure ``input_unit`` on the data ``X`` ``(N, D)`` that Z lives among (keeps Z)."""
+        self.adopt_input_unit(column_unit(X))
+
+    def adopt_input_unit(self, unit: torch.Tensor) -> None:
+        """Store Z in the column ``unit`` ``(D,)``, keeping its values."""
         with torch.no_grad():
             Z = self.Z.clone()
-            self.input_unit.copy_(column_unit(X).to(self.input_unit))
+            self.input_unit.copy_(unit.to(self.input_unit))
             self.Z = Z

@@ -53,6 +53,7 @@ import torch
 from torch.special import log_ndtr
 
 from ..linalg import CholeskyError, solve_lower, solve_upper_t
+from ..parameters import adopt_input_unit, sharded_column_unit
 from ..training import distributed as D
 from ..training.fit import check_optimizer_kwargs, make_optimizer
 from ..training.loop import Sampler, StepTask, run_loop, total_steps
@@ -629,8 +630,11 @@ class SEP(InducingEPClassifier):
             reduce = _AllReduce(None)
         else:
             reduce = _Reducer()
+        fresh = not self.built
         Xt, ypm = self._prepare_sites(X, y, seed)
         if isinstance(reduce, _AllReduce) and not replicated:
+            if fresh:  # input units of the full data, not of this process's shard
+                adopt_input_unit(self, sharded_column_unit(Xt, reduce))
             reduce.broadcast_module(self)
         elif replicated:
             D.broadcast_state(self)
