@@ -60,11 +60,10 @@ if "LATENTGP_DATA" not in os.environ and (ROOT.parent / "shared" / "data").exist
 # ======================================================================= shared bits
 def _set_hypers(model, lengthscale, variance, noise):
     inv = lg.parameters.inv_softplus
+    model.kernel.lengthscale = lengthscale  # in data units (stored per column unit)
+    model.kernel.variance = variance
+    lik = model.likelihood
     with torch.no_grad():
-        k = model.kernel
-        k.raw_lengthscale.copy_(inv(torch.as_tensor(lengthscale)).expand_as(k.raw_lengthscale))
-        k.raw_variance.copy_(inv(torch.as_tensor(variance)).expand_as(k.raw_variance))
-        lik = model.likelihood
         lik.raw_variance.copy_(inv(torch.as_tensor(noise - lik.min_variance)))
 
 
@@ -346,8 +345,7 @@ def _fit_sparse(d: dict, method: str, Z0: np.ndarray):
     m = lg.SparseGP(method=method, Z=Z0, normalize_y=False)
     m.fit(d["Xtr"], d["ytr"], max_steps=1)  # build, then reset to the shared initial values
     _set_hypers(m, **d["init"])
-    with torch.no_grad():
-        m.Z.copy_(torch.as_tensor(Z0))
+    m.Z = Z0
     return m.fit(d["Xtr"], d["ytr"], max_steps=LBFGS_STEPS)
 
 
@@ -356,8 +354,7 @@ def _fit_svgp(d: dict, Z0: np.ndarray, seed: int):
     B = min(d["Xtr"].shape[0], 1024)
     m.fit(d["Xtr"], d["ytr"], max_steps=1, batch_size=B)
     _set_hypers(m, **d["init"])
-    with torch.no_grad():
-        m.Z.copy_(torch.as_tensor(Z0))
+    m.Z = Z0
     return m.fit(d["Xtr"], d["ytr"], max_steps=SVGP_STEPS, batch_size=B, lr=SVGP_LR, seed=seed)
 
 
