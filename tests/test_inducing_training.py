@@ -113,3 +113,17 @@ def test_progress_bar_renders():
     quiet = io.StringIO()
     ProgressBar(10, stream=quiet).update(5)  # not a terminal: silent
     assert quiet.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    "make, allowed",
+    [
+        (lambda v: lg.SVGP(inducing_init=v), "'kmeans', 'random' or 'greedy'"),
+        (lambda v: lg.SparseGP(inducing_init=v), "'kmeans', 'random' or 'greedy'"),
+        (lambda v: lg.SEP(inducing_init=v), "'kmeans', 'random' or 'greedy'"),
+        (lambda v: lg.SAVIGP(inducing_init=v), "'kmeans' or 'random'"),
+    ],
+)
+def test_unknown_inducing_init_is_refused_at_construction(make, allowed):
+    with pytest.raises(ValueError, match=f"inducing_init must be {allowed}, got 'kmean'"):
+        make("kmean")

@@ -129,6 +129,10 @@ def initial_inducing(
     raise ValueError(f"unknown inducing initialisation {method!r}: use kmeans, random or greedy")
 
 
+#: ``inducing_init`` values understood by :func:`initial_inducing`.
+INIT_METHODS = ("kmeans", "random", "greedy")
+
+
 def inducing_inputs_arg(Z: Any, dtype: torch.dtype, batched: bool = True) -> torch.Tensor | None:
     """Validate a user's initial inducing inputs: ``(M, D)``, or ``(Q, M, D)`` if ``batched``.
 
@@ -146,6 +150,14 @@ def inducing_inputs_arg(Z: Any, dtype: torch.dtype, batched: bool = True) -> tor
         raise ValueError(f"Z must have shape {want}, got {tuple(Zt.shape)}")
     check_inputs(Zt.reshape(-1, Zt.shape[-1]), name="Z")
     return Zt.to(dtype)
+
+
+def check_inducing_init(value: Any, allowed: tuple[str, ...] = INIT_METHODS) -> str:
+    """The ``inducing_init`` argument, checked against the methods a model supports."""
+    if value not in allowed:
+        names = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
+        raise ValueError(f"inducing_init must be {names}, got {value!r}")
+    return value
 
 
 def check_inducing_sizes(

@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from ..inducing import initial_inducing
+from ..inducing import check_inducing_init, inducing_inputs_arg, initial_inducing
 from ..kernels import Kernel
 from ..likelihoods import Bernoulli, likelihood_from_name
 from ..linalg import cholesky, solve_lower
-from ..validation import check_inputs, check_positive_int
+from ..validation import check_positive_int
 from .base import GPModel
 from .inducing_inputs import InducingInputs
 
@@ -51,22 +51,11 @@ class InducingEPClassifier(InducingInputs, GPModel):
                 f"got {likelihood!r}"
             )
         super().__init__(kernel, lik, False, device, dtype)
-        if Z is not None:
-            Zt = torch.as_tensor(Z.to_numpy() if hasattr(Z, "to_numpy") else Z)
-            if Zt.ndim == 1:
-                Zt = Zt[:, None]
-            if Zt.ndim != 2:
-                raise ValueError(f"Z must have shape (M, D), got {tuple(Zt.shape)}")
-            check_inputs(Zt, name="Z")
-            num_inducing = Zt.shape[0]
-            self._init_Z = Zt.to(self.dtype_)
-        else:
-            self._init_Z = None
+        self._init_Z = inducing_inputs_arg(Z, self.dtype_, batched=False)
+        if self._init_Z is not None:
+            num_inducing = self._init_Z.shape[0]
         self.num_inducing = check_positive_int(num_inducing, "num_inducing")
-        if inducing_init not in ("kmeans", "random", "greedy"):
-            raise ValueError(
-                f"inducing_init must be 'kmeans', 'random' or 'greedy', got {inducing_init!r}"
-            )
+        check_inducing_init(inducing_init)
         self.learn_inducing, self.inducing_init = bool(learn_inducing), inducing_init
 
     def get_config(self) -> dict[str, Any]:

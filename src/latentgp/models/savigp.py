@@ -38,7 +38,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..inducing import check_inducing_sizes, inducing_inputs_arg, initial_inducing
+from ..inducing import (
+    check_inducing_init,
+    check_inducing_sizes,
+    inducing_inputs_arg,
+    initial_inducing,
+)
 from ..kernels import Kernel
 from ..likelihoods import CallableLikelihood, Likelihood
 from ..linalg import cholesky, solve_lower
@@ -180,8 +185,7 @@ class SAVIGP(InducingInputs, GPModel):
         elif sparsity is None and not self.dense and Z is None:
             num_inducing = 128
         self.num_inducing = num_inducing
-        if inducing_init not in ("kmeans", "random"):
-            raise ValueError(f"inducing_init must be 'kmeans' or 'random', got {inducing_init!r}")
+        check_inducing_init(inducing_init, ("kmeans", "random"))
         self.inducing_init = inducing_init
         self.shared_inducing = bool(shared_inducing) or self.dense
         self.learn_inducing = bool(learn_inducing) and not self.dense

@@ -47,7 +47,12 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ..inducing import check_inducing_sizes, inducing_inputs_arg, initial_inducing
+from ..inducing import (
+    check_inducing_init,
+    check_inducing_sizes,
+    inducing_inputs_arg,
+    initial_inducing,
+)
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cho_solve, cholesky, solve_lower
@@ -125,10 +130,7 @@ class SparseGP(InducingInputs, GPModel):
         if self._init_Z is not None:
             num_inducing = self._init_Z.shape[0]
         self.num_inducing = check_positive_int(num_inducing, "num_inducing")
-        if inducing_init not in ("kmeans", "random", "greedy"):
-            raise ValueError(
-                f"inducing_init must be 'kmeans', 'random' or 'greedy', got {inducing_init!r}"
-            )
+        check_inducing_init(inducing_init)
         self.learn_inducing, self.inducing_init = bool(learn_inducing), inducing_init
         self.chunk_size = (
             None if chunk_size is None else check_positive_int(chunk_size, "chunk_size")

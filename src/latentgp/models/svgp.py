@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from ..inducing import check_inducing_sizes, inducing_inputs_arg, initial_inducing
+from ..inducing import (
+    check_inducing_init,
+    check_inducing_sizes,
+    inducing_inputs_arg,
+    initial_inducing,
+)
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cholesky, solve_lower, solve_upper_t
@@ -65,10 +70,7 @@ class SVGP(InducingInputs, GPModel):
         self.num_inducing = check_positive_int(num_inducing, "num_inducing")
         if covariance not in ("full", "diag"):
             raise ValueError(f"covariance must be 'full' or 'diag', got {covariance!r}")
-        if inducing_init not in ("kmeans", "random", "greedy"):
-            raise ValueError(
-                f"inducing_init must be 'kmeans', 'random' or 'greedy', got {inducing_init!r}"
-            )
+        check_inducing_init(inducing_init)
         self._num_latent_arg = (
             None if num_latent is None else check_positive_int(num_latent, "num_latent")
         )
