@@ -39,6 +39,7 @@ import functools
 import gzip
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -770,56 +771,53 @@ def _savigp_first_col_target(
     )
 
 
-def _load_savigp_boston(split: int, home: Any, **kw: Any) -> Dataset:
-    _no_kwargs("savigp/boston_housing", kw)
-    return _savigp_first_col_target(
-        "boston_housing",
-        split,
-        home,
-        "regression",
-        "medv",
-        "Boston housing as in SAVIGP: median value (col 0) from 13 standardised inputs.",
-    )
+def _first_col_loader(
+    folder: str,
+    task: str,
+    target_name: str,
+    description: str,
+    label_map: dict[float, int] | None = None,
+    classes: list | None = None,
+) -> Callable[..., Dataset]:
+    """Loader of a SAVIGP data set whose files hold the target in column 0."""
+
+    def load(split: int, home: Any, **kw: Any) -> Dataset:
+        _no_kwargs(f"savigp/{folder}", kw)
+        return _savigp_first_col_target(
+            folder, split, home, task, target_name, description, label_map, classes
+        )
+
+    return load
 
 
-def _load_savigp_creep(split: int, home: Any, **kw: Any) -> Dataset:
-    _no_kwargs("savigp/creep", kw)
-    return _savigp_first_col_target(
-        "creep",
-        split,
-        home,
-        "regression",
-        "rupture_stress",
-        "Creep rupture stress of steels (SAVIGP warped-GP experiment), 30 inputs.",
-    )
-
-
-def _load_savigp_abalone(split: int, home: Any, **kw: Any) -> Dataset:
-    _no_kwargs("savigp/abalone", kw)
-    return _savigp_first_col_target(
-        "abalone",
-        split,
-        home,
-        "regression",
-        "rings",
-        "Abalone age (rings) from 3 one-hot sex columns and 7 measurements (SAVIGP "
-        "warped-GP experiment).",
-    )
-
-
-def _load_savigp_wisconsin(split: int, home: Any, **kw: Any) -> Dataset:
-    _no_kwargs("savigp/wisconsin_cancer", kw)
-    return _savigp_first_col_target(
-        "wisconsin_cancer",
-        split,
-        home,
-        "binary",
-        "label",
-        "Wisconsin breast cancer (SAVIGP binary classification): 9 standardised inputs; "
-        "file labels -1 / +1 mapped to 0 / 1 (classes holds the file labels).",
-        label_map={-1.0: 0, 1.0: 1},
-        classes=[-1, 1],
-    )
+_load_savigp_boston = _first_col_loader(
+    "boston_housing",
+    "regression",
+    "medv",
+    "Boston housing as in SAVIGP: median value (col 0) from 13 standardised inputs.",
+)
+_load_savigp_creep = _first_col_loader(
+    "creep",
+    "regression",
+    "rupture_stress",
+    "Creep rupture stress of steels (SAVIGP warped-GP experiment), 30 inputs.",
+)
+_load_savigp_abalone = _first_col_loader(
+    "abalone",
+    "regression",
+    "rings",
+    "Abalone age (rings) from 3 one-hot sex columns and 7 measurements (SAVIGP "
+    "warped-GP experiment).",
+)
+_load_savigp_wisconsin = _first_col_loader(
+    "wisconsin_cancer",
+    "binary",
+    "label",
+    "Wisconsin breast cancer (SAVIGP binary classification): 9 standardised inputs; "
+    "file labels -1 / +1 mapped to 0 / 1 (classes holds the file labels).",
+    label_map={-1.0: 0, 1.0: 1},
+    classes=[-1, 1],
+)
 
 
 def _load_savigp_usps(split: int, home: Any, **kw: Any) -> Dataset:
