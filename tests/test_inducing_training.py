@@ -127,3 +127,36 @@ def test_progress_bar_renders():
 def test_unknown_inducing_init_is_refused_at_construction(make, allowed):
     with pytest.raises(ValueError, match=f"inducing_init must be {allowed}, got 'kmean'"):
         make("kmean")
+
+
+def test_lbfgs_reuses_the_line_search_evaluation(monkeypatch):
+    """torch's LBFGS.step starts by evaluating the objective where the previous line search
+    stopped; the loop reuses that evaluation instead of repeating it.  Same trajectory to
+    the last bit, about half the evaluations."""
+    import importlib
+
+    fit_module = importlib.import_module("latentgp.training.fit")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+
+    def run():
+        m = lg.SparseGP(method="fitc", num_inducing=12)
+        calls = []
+        objective = m.objective
+
+        def counted(*a, **k):
+            calls.append(1)
+            return objective(*a, **k)
+
+        m.objective = counted
+        m.fit(X, y, max_steps=25, progress=False)
+        return m.history_.objective, m.predict_y(X[:5]), len(calls)
+
+    hist, pred, n_memo = run()
+    monkeypatch.setattr(fit_module.GradientTask, "_memo_hit", lambda self: None)
+    hist0, pred0, n_plain = run()
+    assert hist == hist0
+    np.testing.assert_array_equal(pred[0], pred0[0])
+    np.testing.assert_array_equal(pred[1], pred0[1])
+    assert n_memo <= 0.65 * n_plain, (n_memo, n_plain)

@@ -86,7 +86,6 @@ def make_optimizer(
         ) from None
 
 
-
 def check_optimizer_kwargs(optimizer_kwargs: Any) -> dict[str, Any] | None:
     """``None`` or a dict with string keys (else ``ValueError``)."""
     if optimizer_kwargs is None:
@@ -133,12 +132,33 @@ class GradientTask(StepTask):
         self.N = X.shape[0]
         self.W = D.world()[1]
         self.snapshot = None
+        # L-BFGS (full batch): the objective and gradient at the point where the last line
+        # search stopped.  torch's LBFGS.step starts by evaluating the closure at the
+        # current parameters, which is that same point, so with one iteration per step
+        # every step would otherwise evaluate it twice.
+        self._memo: tuple | None = None
 
-    def _closure(self, xb, yb, weight):
+    def _memo_hit(self) -> tuple | None:
+        memo = self._memo
+        if memo is None:
+            return None
+        if all(torch.equal(p.detach(), q) for p, q in zip(self.params, memo[0], strict=True)):
+            return memo
+        return None
+
+    def _closure(self, xb, yb, weight, memoize: bool = False):
         model, opt, params, W = self.model, self.opt, self.params, self.W
         scale = 1.0 / self.N
 
         def closure():
+            if memoize and math.isnan(closure.value):
+                hit = self._memo_hit()
+                if hit is not None:
+                    _, value, grads, loss = hit
+                    for p, g in zip(params, grads, strict=True):
+                        p.grad = None if g is None else g.clone()
+                    closure.value = float(value)
+                    return loss.clone()
             opt.zero_grad(set_to_none=True)
             obj = model.objective(xb, yb, self.N * weight)
             value = obj.detach().clone().reshape(())
@@ -152,7 +172,19 @@ class GradientTask(StepTask):
                     D.all_reduce_mean_([p.grad for p in params if p.grad is not None])
             if math.isnan(closure.value):  # value at the parameters the step starts from
                 closure.value = float(value)
-            return loss if W == 1 else -value * scale
+            out = loss if W == 1 else -value * scale
+            if memoize:
+                self._memo = (
+                    (
+                        [p.detach().clone() for p in params],
+                        value,
+                        [None if p.grad is None else p.grad.detach().clone() for p in params],
+                        out.detach().clone(),
+                    )
+                    if ok
+                    else None
+                )
+            return out
 
         closure.value = float("nan")
         return closure
@@ -168,7 +200,7 @@ class GradientTask(StepTask):
             part, weight = D.local_part(idx)
             part = part.to(X.device)
             xb, yb = X[part], y[part]
-        closure = self._closure(xb, yb, weight)
+        closure = self._closure(xb, yb, weight, memoize=self.optimizer == "lbfgs" and idx is None)
         if self.optimizer == "lbfgs":
             self.opt.step(closure)
             value = closure.value
@@ -185,6 +217,7 @@ class GradientTask(StepTask):
         self.snapshot = copy.deepcopy(self.model.state_dict())
 
     def recover(self, step: int) -> str:
+        self._memo = None
         self.model.load_state_dict(self.snapshot)
         for g in self.opt.param_groups:
             g["lr"] *= 0.5
@@ -206,6 +239,7 @@ class GradientTask(StepTask):
         return {"model": self.model.state_dict(), "optimizer": self.opt.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._memo = None
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["optimizer"])
 
