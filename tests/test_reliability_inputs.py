@@ -963,3 +963,33 @@ def test_constant_columns_helper():
     X = np.c_[np.arange(5.0), np.full(5, 2.0), np.ones(5) * -1, np.r_[0, 0, 0, 0, 1.0]]
     assert constant_columns(X) == [1, 2]
     assert constant_columns(X[:1]) == []
+
+
+def test_setting_inducing_inputs_and_hyperparameters_checks_the_values():
+    """``model.Z = ...`` and ``kernel.lengthscale/variance = ...`` (the ways to set them
+    since they are stored in column units) refuse bad values with a message naming them."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    m = lg.SVGP(num_inducing=5).fit(X, X[:, 0], max_steps=1, progress=False)
+    bad_Z = [
+        (np.full((5, 2), np.nan), "Z contains NaN or inf at row 0, column 0"),
+        (np.zeros((4, 2)), r"Z has shape \(4, 2\) but the model's inducing inputs have"),
+        (np.zeros((5, 3)), "Z has 3 columns but the model's inducing inputs have 2"),
+        ("abc", "Z must be an array of numbers, got str"),
+    ]
+    for value, message in bad_Z:
+        with pytest.raises(ValueError, match=message):
+            m.Z = value
+    k = m.kernel
+    with pytest.raises(ValueError, match="RBF lengthscale must be positive and finite"):
+        k.lengthscale = -1.0
+    with pytest.raises(ValueError, match=r"RBF lengthscale has shape \(3,\), which does not"):
+        k.lengthscale = [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="RBF variance must be positive and finite"):
+        k.variance = float("nan")
+    k.lengthscale, k.variance, m.Z = [0.5, 2.0], 3.0, np.ones((5, 2))
+    torch.testing.assert_close(
+        k.lengthscale.detach(), torch.tensor([[0.5, 2.0]], dtype=torch.float64)
+    )
+    assert float(k.variance.detach()) == pytest.approx(3.0)
+    assert torch.equal(m.Z.detach(), torch.ones(5, 2, dtype=torch.float64))

@@ -141,7 +141,14 @@ def inducing_inputs_arg(Z: Any, dtype: torch.dtype, batched: bool = True) -> tor
     """
     if Z is None:
         return None
-    Zt = torch.as_tensor(np.asarray(Z.to_numpy() if hasattr(Z, "to_numpy") else Z))
+    if isinstance(Z, torch.Tensor):
+        Zt = Z.detach()
+    else:
+        try:
+            arr = np.asarray(Z.to_numpy() if hasattr(Z, "to_numpy") else Z, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"Z must be an array of numbers, got {type(Z).__name__}") from None
+        Zt = torch.as_tensor(arr)
     if Zt.ndim == 1:
         Zt = Zt[:, None]
     shapes = (2, 3) if batched else (2,)

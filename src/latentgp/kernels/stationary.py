@@ -58,6 +58,27 @@ def _check_positive(value, what: str) -> None:
         raise ValueError(f"{what} must be positive and finite, got {value!r}")
 
 
+def _assign_positive(
+    raw: torch.Tensor, value, what: str, unit: torch.Tensor | None = None
+) -> None:
+    """Set ``raw`` so that ``softplus(raw) * unit`` equals ``value`` (broadcast to its
+    shape); ``ValueError`` naming ``what`` for non-positive values or a shape that does
+    not fit."""
+    _check_positive(value, what)
+    with torch.no_grad():
+        v = torch.as_tensor(value, dtype=torch.float64).to(raw.device)
+        try:
+            v = torch.broadcast_to(v, raw.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"{what} has shape {tuple(v.shape)}, which does not fit the kernel's "
+                f"{tuple(raw.shape)}"
+            ) from None
+        if unit is not None:
+            v = v / unit.double()
+        raw.copy_(inv_softplus(v).to(raw))
+
+
 class Stationary(Kernel):
     """Base for ``k(x, z) = variance * g(r)`` with ARD lengthscales.
 
@@ -132,11 +153,8 @@ class Stationary(Kernel):
     @lengthscale.setter
     def lengthscale(self, value) -> None:
         self._check_built()
-        v = torch.as_tensor(value, dtype=torch.float64)
-        _check_positive(v, f"{type(self).__name__} lengthscale")
-        with torch.no_grad():
-            raw = inv_softplus(v.to(self.input_unit.device) / self.input_unit.double())
-            self.raw_lengthscale.copy_(raw.to(self.raw_lengthscale).expand_as(self.raw_lengthscale))
+        name = f"{type(self).__name__} lengthscale"
+        _assign_positive(self.raw_lengthscale, value, name, unit=self.input_unit)
 
     @property
     def variance(self) -> torch.Tensor:
@@ -146,11 +164,7 @@ class Stationary(Kernel):
     @variance.setter
     def variance(self, value) -> None:
         self._check_built()
-        v = torch.as_tensor(value, dtype=torch.float64)
-        _check_positive(v, f"{type(self).__name__} variance")
-        with torch.no_grad():
-            raw = inv_softplus(v).to(self.raw_variance)
-            self.raw_variance.copy_(raw.expand_as(self.raw_variance))
+        _assign_positive(self.raw_variance, value, f"{type(self).__name__} variance")
 
     def profile(self, r2: torch.Tensor) -> torch.Tensor:
         """``g(r)`` as a function of the squared scaled distance."""

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..inducing import inducing_inputs_arg
 from ..parameters import column_unit
 
 
@@ -54,13 +55,20 @@ class InducingInputs:
     @Z.setter
     def Z(self, value: Any) -> None:
         with torch.no_grad():
-            v = torch.as_tensor(value, dtype=self.Z_raw.dtype, device=self.Z_raw.device)
+            v = inducing_inputs_arg(value, self.Z_raw.dtype).to(self.Z_raw.device)
             if v.shape[-1] != self.Z_raw.shape[-1]:
                 raise ValueError(
                     f"Z has {v.shape[-1]} columns but the model's inducing inputs have "
                     f"{self.Z_raw.shape[-1]}"
                 )
-            self.Z_raw.copy_((v / self.input_unit).expand_as(self.Z_raw))
+            try:
+                v = torch.broadcast_to(v, self.Z_raw.shape)
+            except RuntimeError:
+                raise ValueError(
+                    f"Z has shape {tuple(v.shape)} but the model's inducing inputs have "
+                    f"shape {tuple(self.Z_raw.shape)}"
+                ) from None
+            self.Z_raw.copy_(v / self.input_unit)
 
     def _set_input_unit(self, X: torch.Tensor) -> None:
         """Measure ``input_unit`` on the data ``X`` ``(N, D)`` that Z lives among (keeps Z)."""
