@@ -113,6 +113,59 @@ def test_quad_form_marginals_gradcheck():
     )
 
 
+def test_factor_marginals_gradcheck_and_agree_with_projected_path():
+    """The small-batch path (W = S^T A) is the same function as the T = I - S S^T path."""
+    from latentgp.variational.conditionals import _FactorMarginals, _ProjectedMarginals
+
+    g = torch.Generator().manual_seed(1)
+    Q, M, B = 2, 4, 6
+    Kzx = torch.randn(Q, M, B, generator=g, dtype=torch.float64, requires_grad=True)
+    L0 = torch.randn(Q, M, M, generator=g, dtype=torch.float64).tril()
+    L = (L0 + 3 * torch.eye(M, dtype=torch.float64)).requires_grad_(True)
+    m = torch.randn(Q, M, generator=g, dtype=torch.float64, requires_grad=True)
+    S = torch.randn(Q, M, M, generator=g, dtype=torch.float64).tril().requires_grad_(True)
+
+    def factor(K, l, mu, s):
+        return _FactorMarginals.apply(K, l.tril(), mu, s.tril())
+
+    def projected(K, l, mu, s):
+        T = torch.eye(M, dtype=torch.float64) - s.tril() @ s.tril().mT
+        return _ProjectedMarginals.apply(K, l.tril(), mu, T)
+
+    assert torch.autograd.gradcheck(factor, (Kzx, L, m, S))
+    w = torch.randn(2, Q, B, generator=g, dtype=torch.float64)
+    grads = []
+    for f in (factor, projected):
+        mean, quad = f(Kzx, L, m, S)
+        grads.append(torch.autograd.grad((mean * w[0]).sum() + (quad * w[1]).sum(), (Kzx, L, m, S)))
+        grads[-1] = (mean.detach(), quad.detach()) + grads[-1]
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_marginal_path_follows_the_batch_size(monkeypatch):
+    """B < 2M takes the factor form, B >= 2M the quadratic form (float64)."""
+    import types
+
+    import latentgp.variational.conditionals as C
+
+    calls = []
+    for name in ("_FactorMarginals", "_QuadFormMarginals", "_ProjectedMarginals"):
+        original = getattr(C, name)
+
+        def apply(*args, _name=name, _f=original):
+            calls.append(_name)
+            return _f.apply(*args)
+
+        monkeypatch.setattr(C, name, types.SimpleNamespace(apply=apply))
+    q, Kzz, Lzz = _setup(1, 4, whiten=True, cov="full")
+    for B in (3, 7, 8, 20):
+        Kzx = torch.randn(1, 4, B, dtype=torch.float64)
+        kxx = torch.ones(1, B, dtype=torch.float64)
+        C.conditional_marginals(Kzx, kxx, Lzz, q.q_mu, q.q_sqrt, True)
+    assert calls == ["_FactorMarginals", "_FactorMarginals"] + ["_QuadFormMarginals"] * 2
+
+
 def test_auto_mode_avoids_quad_form_for_ill_conditioned_kzz():
     from latentgp.variational.conditionals import _use_quad_form
 

@@ -38,11 +38,11 @@ class Config:
         Default number of Monte Carlo samples where no closed form or quadrature applies.
     marginals:
         How the marginals of q(f) at a batch are computed: ``"solve"`` (triangular solve
-        of Kzz's factor against the batch, 6 B M^2 flops per step, most accurate),
+        of Kzz's factor against the batch, 6-10 B M^2 flops per step, most accurate),
         ``"quad"`` (precomputed ``R = Lzz^{-T} (I - S S^T) Lzz^{-1}``, 4 B M^2 flops in
-        matrix products, loses up to ``eps * cond(Kzz)`` of a variance to cancellation)
-        or ``"auto"`` (``"quad"`` in float64 when the batch has at least M points,
-        else ``"solve"``).
+        matrix products plus ~15 M^3, loses up to ``eps * cond(Kzz)`` of a variance to
+        cancellation) or ``"auto"`` (``"quad"`` in float64 when the batch has at least
+        2 M points and Kzz is well conditioned, else ``"solve"``).
     """
 
     dtype: torch.dtype = torch.float64

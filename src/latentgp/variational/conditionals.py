@@ -9,12 +9,17 @@ For one latent, with ``A = Lzz^{-1} Kzx`` ``(M, B)`` and q over whitened values
 (whitened q: ``m_w = m, S_w = S``; unwhitened q over u: ``m_w = Lzz^{-1} m``,
 ``S_w = Lzz^{-1} S``).  Everything is batched over Q.
 
-Cost.  The forward pass is one triangular solve (B M^2 flops) and one product
-``T A`` with ``T = I - S_w S_w^T`` (2 B M^2); the backward pass is one triangular solve
-(B M^2) and one product ``A diag(g) A^T`` (2 B M^2).  The gradient with respect to
-``Lzz``, which autograd would form with another B x M x M product, is assembled from
-M x M quantities in O(M^3) (see :class:`_ProjectedMarginals`), so a training step costs
-about 6 B M^2 + O(M^3) flops instead of 10 B M^2.
+Cost.  Three ways, chosen by the batch size B against M (``config.marginals``):
+
+- B < 2 M, whitened full q: :class:`_FactorMarginals` -- ``W = S^T A`` and
+  ``var = kxx - |A_n|^2 + |W_n|^2``; ``10 B M^2`` flops and no ``O(M^3)`` work beyond
+  Kzz's Cholesky.
+- B >= 2 M, float64, Kzz well conditioned: :class:`_QuadFormMarginals` with
+  ``R = Lzz^{-T} T Lzz^{-1}`` -- ``4 B M^2`` flops in matrix products plus ~15 M^3.
+- otherwise: :class:`_ProjectedMarginals` -- one triangular solve and one product
+  ``T A`` with ``T = I - S_w S_w^T`` forward, one solve and one ``A diag(g) A^T`` backward
+  (``6 B M^2``), the gradient with respect to ``Lzz`` assembled from M x M quantities
+  (~10 M^3).
 """
 
 from __future__ import annotations
@@ -66,6 +71,52 @@ class _ProjectedMarginals(torch.autograd.Function):
             inner = m_w[..., :, None] * g_m[..., None, :] + 2.0 * (T @ g_T)
             g_L = -torch.tril(solve_upper_t(L, inner))
         return g_Kzx, g_L, (g_m if need_m else None), (g_T if need_T else None)
+
+
+class _FactorMarginals(torch.autograd.Function):
+    """Whitened full q: ``(Kzx, L, m, S) -> (A^T m, |A_n|^2 - |S^T A_n|^2)``, ``A = L^{-1} Kzx``.
+
+    Shapes: Kzx ``(Q, M, B)``, L and S ``(Q, M, M)`` lower, m ``(Q, M)``; returns two
+    ``(Q, B)`` tensors.  Unlike :class:`_ProjectedMarginals` it never forms
+    ``T = I - S S^T``: the only ``O(M^3)`` work of a step is then Kzz's Cholesky, at the
+    price of ``10 B M^2`` flops (two triangular solves against the batch, four
+    ``M x M x B`` products), so it is the cheaper path while the batch is not much larger
+    than M.  Backward, with ``W = S^T A``, ``D = diag(g_q)``:
+    ``g_A = m g_mu^T + 2 (A - S W) D``, ``g_S = -2 A D W^T``, ``g_m = A g_mu``,
+    ``g_Kzx = L^{-T} g_A``, ``g_L = -g_Kzx A^T`` (lower part).
+    """
+
+    @staticmethod
+    def forward(ctx, Kzx, L, m, S):
+        A = solve_lower(L, Kzx)
+        W = S.mT @ A
+        mean = (m[..., None, :] @ A)[..., 0, :]
+        quad = A.square().sum(-2) - W.square().sum(-2)
+        ctx.save_for_backward(L, A, W, m, S)
+        return mean, quad
+
+    @staticmethod
+    def backward(ctx, g_mean, g_quad):
+        L, A, W, m, S = ctx.saved_tensors
+        need_kzx, need_L, need_m, need_S = ctx.needs_input_grad
+        g_Kzx = g_L = g_m = g_S = None
+        if g_mean is None:
+            g_mean = torch.zeros(A.shape[:-2] + A.shape[-1:], dtype=A.dtype, device=A.device)
+        if g_quad is None:
+            g_quad = torch.zeros_like(g_mean)
+        gq = 2.0 * g_quad[..., None, :]
+        WD = W * gq  # 2 W D  (Q, M, B)
+        if need_m:
+            g_m = (A @ g_mean[..., :, None])[..., 0]
+        if need_S:
+            g_S = -(A @ WD.mT)
+        if need_kzx or need_L:
+            g_A = A * gq - S @ WD
+            g_A.addcmul_(m[..., :, None], g_mean[..., None, :])
+            g_Kzx = solve_upper_t(L, g_A)
+            if need_L:
+                g_L = -torch.tril(g_Kzx @ A.mT)
+        return (g_Kzx if need_kzx else None), g_L, g_m, g_S
 
 
 class _QuadFormMarginals(torch.autograd.Function):
@@ -191,8 +242,16 @@ def whitened_moments(
 QUAD_FORM_MAX_PIVOT_RATIO = 1e6
 
 
+#: Below a batch of this many times M, the whitened full-covariance marginals go through
+#: :class:`_FactorMarginals` (``10 B M^2`` flops + Kzz's Cholesky); from it on, through
+#: the quadratic form (``4 B M^2 + ~15 M^3``, float64) or :class:`_ProjectedMarginals`
+#: (``6 B M^2 + ~10 M^3``, float32).  The flop counts cross at ``B = 2 M``; measured
+#: step times (docs/design.md, "Marginals") agree to within the noise.
+FACTOR_MAX_BATCH_RATIO = 2
+
+
 def _use_quad_form(Kzx: torch.Tensor, Lzz: torch.Tensor) -> bool:
-    """Quadratic-form path: float64, a batch at least as large as M, Kzz well conditioned.
+    """Quadratic-form path: float64, a batch of at least 2 M points, Kzz well conditioned.
 
     It trades the triangular solve against the batch for ``O(M^3)`` work on ``R`` and
     loses up to ``eps * cond(Kzz)`` (rather than ``eps * sqrt(cond(Kzz))``) of each
@@ -203,7 +262,7 @@ def _use_quad_form(Kzx: torch.Tensor, Lzz: torch.Tensor) -> bool:
         return False
     if mode == "quad":
         return True
-    if Kzx.dtype != torch.float64 or Kzx.shape[-1] < Kzx.shape[-2]:
+    if Kzx.dtype != torch.float64 or Kzx.shape[-1] < FACTOR_MAX_BATCH_RATIO * Kzx.shape[-2]:
         return False
     d = Lzz.detach().diagonal(dim1=-2, dim2=-1).abs()
     ratio = (d.amax(-1) / d.amin(-1)).amax()
@@ -243,6 +302,13 @@ def conditional_marginals(
             m_w, T = whitened_moments(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
             alpha, R = quad_form_factors(Lzz, m_w, T)
         mean, quad = _QuadFormMarginals.apply(Kzx, alpha, R)
+    elif (
+        whiten
+        and q_sqrt is not None
+        and not q_sqrt_is_diag
+        and Kzx.shape[-1] < FACTOR_MAX_BATCH_RATIO * M
+    ):
+        mean, quad = _FactorMarginals.apply(Kzx, Lzz.expand(Q, M, M), q_mu, q_sqrt)
     else:
         m_w, T = whitened_moments(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
         mean, quad = _ProjectedMarginals.apply(Kzx, Lzz.expand(Q, M, M), m_w, T)
