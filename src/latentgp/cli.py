@@ -1168,44 +1168,28 @@ class _Parser(argparse.ArgumentParser):
         raise CLIError(f"{message} (see '{self.prog} --help')")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
+def _checked_number(convert: Callable[[str], Any], ok: Callable[[Any], bool], expected: str):
+    """An argparse ``type``: ``convert(text)``, refused with "expected <expected>" when the
+    text does not convert or ``ok`` rejects the value."""
+
+    def parse(text: str):
+        try:
+            v = convert(text)
+        except ValueError:
+            v = None
+        if v is None or not ok(v):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return v
+
+    return parse
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= v < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
-    return v
+_positive_int = _checked_number(int, lambda v: v >= 1, "a positive integer")
+_nonneg_int = _checked_number(int, lambda v: v >= 0, "an integer >= 0")
+_positive_float = _checked_number(
+    float, lambda v: math.isfinite(v) and v > 0, "a positive number"
+)
+_fraction = _checked_number(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 
 
 _FIT_EPILOG = """\

@@ -33,7 +33,7 @@ import torch
 from ..linalg import solve_lower
 from .base import register_model
 from .ep_sites import WhitenedPosterior, damp, probit_site_update, probit_tilted
-from .inducing_ep import InducingEPClassifier
+from .inducing_ep import InducingEPClassifier, check_damping
 
 
 @register_model
@@ -76,9 +76,8 @@ class GFITC(InducingEPClassifier):
             device,
             dtype,
         )
-        if not (isinstance(damping, (int, float)) and 0 < damping <= 1):
-            raise ValueError(f"damping must be a number in (0, 1], got {damping!r}")
-        self.damping, self.ep_tol, self.max_sweeps = float(damping), float(ep_tol), int(max_sweeps)
+        self.damping = check_damping(damping)
+        self.ep_tol, self.max_sweeps = float(ep_tol), int(max_sweeps)
         self.site_tau: torch.Tensor | None = None
         self.site_nu: torch.Tensor | None = None
         self.skipped_updates_ = 0

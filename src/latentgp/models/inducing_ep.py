@@ -25,6 +25,12 @@ from .base import GPModel
 from .inducing_inputs import InducingInputs
 
 
+def check_damping(damping: Any) -> float:
+    """The EP damping factor as a float in (0, 1], or a ValueError naming the value."""
+    if isinstance(damping, bool) or not (isinstance(damping, (int, float)) and 0 < damping <= 1):
+        raise ValueError(f"damping must be a number in (0, 1], got {damping!r}")
+    return float(damping)
+
 class InducingEPClassifier(InducingInputs, GPModel):
     """Base of binary probit classifiers with M inducing points fitted by EP.
 

@@ -69,7 +69,7 @@ from .ep_sites import (
     probit_tilted,
     site_sums,
 )
-from .inducing_ep import InducingEPClassifier
+from .inducing_ep import InducingEPClassifier, check_damping
 
 SCHEMES = ("batch", "stochastic")
 
@@ -181,10 +181,8 @@ class SEP(InducingEPClassifier):
         )
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {scheme!r}")
-        if damping is not None and not (isinstance(damping, (int, float)) and 0 < damping <= 1):
-            raise ValueError(f"damping must be a number in (0, 1], got {damping!r}")
         self.scheme = scheme
-        self.damping = None if damping is None else float(damping)
+        self.damping = None if damping is None else check_damping(damping)
         self.site_nu: torch.Tensor | None = None
         self.site_mu: torch.Tensor | None = None
         self.site_upsilon: torch.Tensor | None = None  # (N, M), stochastic scheme only
