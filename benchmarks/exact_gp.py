@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
 import time
 
 import numpy as np
 import torch
+from machine import describe as describe_machine
 
 import latentgp as lg
 
@@ -105,7 +105,7 @@ def main() -> None:
         "",
         f"Command: `{cmd}` (from the repository root, `.venv/bin/python`).",
         "",
-        f"Machine: {os.cpu_count()} cores, {platform.machine()}, torch {torch.__version__}, "
+        f"Machine: {describe_machine()}, torch {torch.__version__}, "
         "float64, 2 threads. Data: GP draws, D = 8, lengthscale 2, noise 0.1; 5,000 test "
         "points. ExactGP defaults: ARD SE kernel, L-BFGS (strong Wolfe), targets "
         "standardised.",

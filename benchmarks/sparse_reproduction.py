@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from machine import cpu_model
 
 import latentgp as lg
 from latentgp.inducing import kmeans_pp
@@ -79,6 +80,7 @@ def _metrics(model, X, y, y_scale=1.0):
 def machine_facts() -> dict:
     return {
         "cores": os.cpu_count(),
+        "cpu": cpu_model(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "python": platform.python_version(),

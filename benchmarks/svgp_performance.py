@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import time
 
 import numpy as np
 import torch
+from machine import describe as describe_machine
 
 import latentgp as lg
 from latentgp.inducing import kmeans_pp
@@ -54,21 +54,30 @@ class Worker:
     def __init__(self, name: str, python: str, script: str, env: dict | None = None):
         self.name = name
         e = dict(os.environ, **(env or {}))
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # kept to say why a worker died
         self.proc = subprocess.Popen(
             [python, os.path.join(HERE, "peers", script)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self.stderr,
             text=True,
             env=e,
         )
 
+    def _died(self) -> RuntimeError:
+        self.stderr.seek(0)
+        tail = self.stderr.read().strip().splitlines()[-1:] or ["no message"]
+        return RuntimeError(f"{self.name} worker died: {tail[0]}")
+
     def call(self, **cmd) -> dict:
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps(cmd) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise self._died() from None
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"{self.name} worker died")
+            raise self._died()
         out = json.loads(line)
         if "error" in out:
             raise RuntimeError(f"{self.name}: {out['error']}")
@@ -140,6 +149,12 @@ def prepare(path, X, y, Xte, yte, M, B, total_steps, seed=0):
     )
 
 
+def predict_points(M: int) -> int:
+    """Test points for the prediction throughput: 200,000 at M <= 256, fewer at larger M
+    (the work is 2 N M^2), never fewer than 5,000."""
+    return int(min(200_000, max(5_000, 200_000 * (256 / M) ** 2)))
+
+
 def run_config(workers, data, M, B, dtype, reps, steps, warmup, lr, threads):
     X, y, Xte, yte, _ = data
     with tempfile.TemporaryDirectory() as tmp:
@@ -162,7 +177,7 @@ def run_config(workers, data, M, B, dtype, reps, steps, warmup, lr, threads):
         result = {}
         for w in live:
             ev = w.call(cmd="eval")
-            pr = w.call(cmd="predict", n=200_000)
+            pr = w.call(cmd="predict", n=predict_points(M))
             rss = w.call(cmd="rss")["rss_mib"]
             t = np.array(per_rep[w.name])
             result[w.name] = {
@@ -197,8 +212,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.grid:
         grid = [
-            (int(M), int(B), dt)
-            for M, B, dt in (item.split(":") for item in args.grid.split(","))
+            (int(M), int(B), dt) for M, B, dt in (item.split(":") for item in args.grid.split(","))
         ]
     elif args.quick:
         grid = [(256, 1024, "float64"), (1024, 4096, "float64"), (256, 1024, "float32")]
@@ -248,7 +262,10 @@ def _write(args, rows, gemm) -> None:
     g = {k: float(np.median(v)) for k, v in gemm.items()}
     cmd = "python benchmarks/svgp_performance.py" + (" --quick" if args.quick else "")
     if args.grid:
-        cmd += f" --grid {args.grid} --data {args.data}"
+        cmd += f" --grid {args.grid}"
+    for flag, default in (("data", "flights,synthetic"), ("reps", 3), ("steps", 10), ("warmup", 3)):
+        if getattr(args, flag) != default:
+            cmd += f" --{flag} {getattr(args, flag)}"
     if os.path.abspath(args.out) != os.path.join(RESULTS, "performance.md"):
         cmd += f" --out {os.path.relpath(args.out, ROOT)}"
     lines = [
@@ -257,7 +274,7 @@ def _write(args, rows, gemm) -> None:
         f"Command: `{cmd}` (from the repository root, after `make test` created `.venv`;"
         " GPflow runs from `.venv-gpflow`, see below).",
         "",
-        f"Machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"Machine: {describe_machine()}, "
         f"torch {torch.__version__}, {args.threads} threads per worker, "
         f"dense GEMM {g['float64']:.0f} GFLOP/s float64, {g['float32']:.0f} GFLOP/s float32 "
         "(2048 x 2048, median of the measurements taken between configurations).",
@@ -267,7 +284,8 @@ def _write(args, rows, gemm) -> None:
         "median within a repetition, reported as min / median / max over repetitions. "
         "GFLOP/s counts 7 B M^2 + M^3 per step. Test RMSE/NLPD after all steps "
         f"({args.warmup + args.reps * args.steps}); prediction of mean and variance for "
-        "200,000 points; peak RSS of each worker process (cumulative over its configurations).",
+        "200,000 points at M <= 256 (200,000 x (256 / M)^2, at least 5,000, above); "
+        "peak RSS of each worker process (cumulative over its configurations).",
         "",
         "| data | M | B | dtype | library | step ms (min / med / max) | vs latentgp | GFLOP/s "
         "| % GEMM | RMSE | NLPD | predict pts/s | RSS MiB |",
