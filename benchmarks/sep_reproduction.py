@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import sys
 import time
 import warnings
@@ -399,8 +400,11 @@ def flights(quick: bool, n_train: int, epochs: int) -> None:
             {"batch_size": 200, "epochs": ep, "optimizer": "adam", "lr": 0.01},
         ),
     }
+    res["peak_rss_mib"] = {}
     for name, (make, kw) in runs.items():
         res["curves"][name] = _curve(make, kw, Xtr, ytr, Xte, yte, every)
+        # the process's high-water mark so far (ru_maxrss is in KiB on Linux)
+        res["peak_rss_mib"][name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(name, res["curves"][name][-1], flush=True)
         _save("flights", res)
 
@@ -666,14 +670,28 @@ def report() -> None:
                 "",
             ]
         else:
+            subset = (
+                "All 263,853 training flights"
+                if r["N"] >= 263_853
+                else f"A random subset of {r['N']} of the 263,853 training flights"
+            )
+            upsilon = r["N"] * r["M"] * 8 / 2**20
             lines += [
-                f"A random subset of {r['N']} of the 263,853 training flights (the seed "
-                "used 2.1 M flights of Jan-Apr 2008); the stored upsilon_i of the "
-                "stochastic scheme take N x M x 8 bytes. 10,000 test points, minibatch "
+                f"{subset} (the seed used 2.1 M flights of Jan-Apr 2008); the stored "
+                "upsilon_i of the stochastic scheme take N x M x 8 bytes "
+                f"({upsilon:,.0f} MiB here). 10,000 test points, minibatch "
                 f"200, {r['epochs']} epochs (a modest budget). Test delay rate "
                 f"{r['positive_rate_test']:.3f}.",
                 "",
             ]
+            if "peak_rss_mib" in r:
+                lines += [
+                    "Peak resident memory of the benchmark process after each run "
+                    "(cumulative high-water mark, MiB): "
+                    + ", ".join(f"{k} {v:,.0f}" for k, v in r["peak_rss_mib"].items())
+                    + ".",
+                    "",
+                ]
         lines += [
             f"![{part}](sep_{part}.png)",
             "",

@@ -1181,6 +1181,8 @@ def _checked_number(convert: Callable[[str], Any], ok: Callable[[Any], bool], ex
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return v
 
+    # cli_config reads the result type (int or float) from the return annotation
+    parse.__annotations__ = {"text": str, "return": convert}
     return parse
 
 
