@@ -8,6 +8,7 @@ correctly shaped tensors.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -95,7 +96,11 @@ def check_inputs(
         finite = np.isfinite(arr)
         if not finite.all():
             raise ValueError(f"{name} contains NaN or inf at {_first_bad(~finite)}")
-        t = torch.as_tensor(arr)
+        with warnings.catch_warnings():
+            # read-only arrays (np.load(mmap_mode="r") and views of them) are fine:
+            # latentgp only reads its inputs, it never writes to them in place
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            t = torch.as_tensor(arr)
     else:
         finite = torch.isfinite(t)
         if not bool(finite.all()):
