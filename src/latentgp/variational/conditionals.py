@@ -30,6 +30,16 @@ from ..config import get_config
 from ..linalg import solve_lower, solve_upper_t
 
 
+def _filled_output_grads(A: torch.Tensor, g_mean, g_quad):
+    """The two output gradients of a marginals function, zeros ``(Q, B)`` where autograd
+    passed None (an output that does not reach the loss)."""
+    if g_mean is None:
+        g_mean = torch.zeros(A.shape[:-2] + A.shape[-1:], dtype=A.dtype, device=A.device)
+    if g_quad is None:
+        g_quad = torch.zeros_like(g_mean)
+    return g_mean, g_quad
+
+
 class _ProjectedMarginals(torch.autograd.Function):
     """``(Kzx, L, m_w, T) -> (A^T m_w, diag(A^T T A))`` with ``A = L^{-1} Kzx``.
 
@@ -57,10 +67,7 @@ class _ProjectedMarginals(torch.autograd.Function):
         L, A, TA, m_w, T = ctx.saved_tensors
         need_kzx, need_L, need_m, need_T = ctx.needs_input_grad
         g_Kzx = g_L = g_m = g_T = None
-        if g_mean is None:
-            g_mean = torch.zeros(A.shape[:-2] + A.shape[-1:], dtype=A.dtype, device=A.device)
-        if g_quad is None:
-            g_quad = torch.zeros_like(g_mean)
+        g_mean, g_quad = _filled_output_grads(A, g_mean, g_quad)
         g_m = (A @ g_mean[..., :, None])[..., 0]  # (Q, M)
         if need_T or need_L:
             g_T = (A * g_quad[..., None, :]) @ A.mT  # (Q, M, M)
@@ -100,10 +107,7 @@ class _FactorMarginals(torch.autograd.Function):
         L, A, W, m, S = ctx.saved_tensors
         need_kzx, need_L, need_m, need_S = ctx.needs_input_grad
         g_Kzx = g_L = g_m = g_S = None
-        if g_mean is None:
-            g_mean = torch.zeros(A.shape[:-2] + A.shape[-1:], dtype=A.dtype, device=A.device)
-        if g_quad is None:
-            g_quad = torch.zeros_like(g_mean)
+        g_mean, g_quad = _filled_output_grads(A, g_mean, g_quad)
         gq = 2.0 * g_quad[..., None, :]
         WD = W * gq  # 2 W D  (Q, M, B)
         if need_m:
