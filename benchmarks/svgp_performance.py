@@ -257,6 +257,39 @@ def main() -> None:
     _write(args, rows, gemm)
 
 
+def plot_step_times(rows: list[dict], path: str) -> bool:
+    """Step time against M, one panel per dtype, a line per library and batch size;
+    False when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    dtypes = sorted({r["dtype"] for r in rows}, reverse=True)
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(5 * len(dtypes), 3.8), squeeze=False)
+    styles = {"latentgp": "-", "GPyTorch": "--", "GPflow": ":"}
+    for ax, dt in zip(axes[0], dtypes, strict=True):
+        sub = [r for r in rows if r["dtype"] == dt and r["data"] == rows[0]["data"]]
+        for B in sorted({r["B"] for r in sub}):
+            for lib, ls in styles.items():
+                pts = sorted(
+                    (r["M"], r["results"][lib]["step_median"])
+                    for r in sub
+                    if r["B"] == B and lib in r["results"]
+                )
+                if pts:
+                    Ms, secs = zip(*pts, strict=True)
+                    ax.loglog(Ms, secs, ls, marker="o", label=f"{lib}, B={B}")
+        ax.set(xlabel="M", ylabel="seconds per Adam step", title=f"{rows[0]['data']}, {dt}")
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return True
+
+
 def _write(args, rows, gemm) -> None:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     g = {k: float(np.median(v)) for k, v in gemm.items()}
@@ -304,6 +337,9 @@ def _write(args, rows, gemm) -> None:
                 f"{v['rmse']:.4f} | {v['nlpd']:.4f} | {v['predict_pts_per_s']:,.0f} | "
                 f"{v['rss_mib']:.0f} |"
             )
+    png = os.path.splitext(args.out)[0] + ".png"
+    if plot_step_times(rows, png):
+        lines += ["", f"![step time against M]({os.path.basename(png)})"]
     with open(args.out, "w") as fh:
         fh.write("\n".join(lines) + "\n")
     with open(os.path.splitext(args.out)[0] + ".json", "w") as fh:
