@@ -887,11 +887,12 @@ class QSGP(GPModel):
             diag_only = U >= k
             c = 0.5 * torch.log(s2 / (colnorm[U] + s2 * s_U))
             self.c_raw.data[U] = torch.where(diag_only, c, self.c_raw.data[U])
-        sigma = torch.exp(2.0 * self.c_raw.data[U])
-        if k:
-            cols = torch.arange(k, device=U.device)
-            below = (U[:, None] > cols[None, :]).to(sigma.dtype)
-            sigma = sigma + (below * self.c_dense.data[U] ** 2).sum(1)
+        # Sigma_ii = |row i of C|^2: the dense columns (diagonal included for i < k), plus
+        # the diagonal-only entry for i >= k
+        craw = self.c_raw.data[U]
+        cols = torch.arange(k, device=U.device)
+        dense = self._column_values(U, cols, self.c_dense.data[U], craw)
+        sigma = dense.square().sum(1) + torch.where(U >= k, torch.exp(2.0 * craw), 0.0)
         self.log_s.data[U] = -torch.log(self.mu.data[U] ** 2 + sigma)
 
     @staticmethod
