@@ -110,6 +110,16 @@ def _load(part: str):
         return json.load(fh)
 
 
+def _table1_runs() -> list:
+    """Table 1 records of every shard: table1.json and any table1-<shard>.json."""
+    runs = []
+    for fname in sorted(os.listdir(RAW)) if os.path.isdir(RAW) else []:
+        if fname == "table1.json" or (fname.startswith("table1-") and fname.endswith(".json")):
+            with open(os.path.join(RAW, fname)) as fh:
+                runs.extend(json.load(fh)["runs"])
+    return runs
+
+
 def _standardize(Xtr, Xte):
     mu, sd = Xtr.mean(0), Xtr.std(0)
     sd = np.where(sd > 0, sd, 1.0)
@@ -149,12 +159,20 @@ def _warm_up() -> None:
             make().fit(X, y, **{**kw, "max_steps": 2})
 
 
-def table1(splits: int, quick: bool, sets, big_fraction_sets) -> None:
-    res = _load("table1") or {"runs": []}
+def table1(
+    splits: int, quick: bool, sets, big_fraction_sets, first_split: int = 0, shard: str = ""
+) -> None:
+    """Run the Table 1 settings of splits first_split..splits-1 not yet recorded.
+
+    With ``shard`` the records go to ``table1-<shard>.json`` so that two processes
+    (one per core) can fill disjoint split ranges; the report merges all shards.
+    """
+    part = f"table1-{shard}" if shard else "table1"
+    res = _load(part) or {"runs": []}
     _warm_up()
-    done = {(r["data"], r["frac"], r["split"], r["method"]) for r in res["runs"]}
+    done = {(r["data"], r["frac"], r["split"], r["method"]) for r in _table1_runs()}
     sets = sets[:2] if quick else sets
-    for split in range(splits):
+    for split in range(first_split, splits):
         for name in sets:
             X, y = _all_data(name)
             rng = np.random.default_rng(1000 + split)
@@ -197,7 +215,7 @@ def table1(splits: int, quick: bool, sets, big_fraction_sets) -> None:
                         run["skipped"] = model.skipped_updates_
                     print(json.dumps(run), flush=True)
                     res["runs"].append(run)
-                    _save("table1", res)
+                    _save(part, res)
 
 
 # ====================================================================== banana --
@@ -469,9 +487,8 @@ def report() -> None:
         "comparison.",
         "",
     ]
-    t1 = _load("table1")
-    if t1:
-        runs = t1["runs"]
+    runs = _table1_runs()
+    if runs:
         splits = sorted({r["split"] for r in runs})
         lines += [
             "## Table 1 protocol (batch training)",
@@ -752,7 +769,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--parts", default="table1,banana,digits,flights")
-    ap.add_argument("--splits", type=int, default=5)
+    ap.add_argument("--splits", type=int, default=5, help="Table 1: run splits up to this one")
+    ap.add_argument("--first-split", type=int, default=0, help="Table 1: first split to run")
+    ap.add_argument("--shard", default="", help="Table 1: write to table1-<shard>.json")
     ap.add_argument("--flights-train", type=int, default=10_000)
     ap.add_argument("--flights-epochs", type=int, default=2)
     ap.add_argument("--digits-epochs", type=int, default=3)
@@ -779,6 +798,8 @@ def main(argv=None) -> None:
                 args.quick,
                 args.sets.split(","),
                 args.big_fraction_sets.split(","),
+                args.first_split,
+                args.shard,
             )
         elif part == "banana":
             banana(args.quick)

@@ -102,6 +102,17 @@ def test_lbfgs_for_svgp_full_batch(X):
     assert m.history_.objective[-1] > m.history_.objective[0]
 
 
+def test_lbfgs_without_batch_size_uses_all_points_beyond_the_minibatch_default():
+    # SVGP's default minibatch is min(N, 1024); asking for L-BFGS must mean the full batch,
+    # so that each step is one pass over the data (with B = 1024 it would be 3072/1100 passes).
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(1100, 1, generator=g, dtype=torch.float64)
+    y = torch.sin(2 * X[:, 0]) + 0.1 * torch.randn(1100, generator=g, dtype=torch.float64)
+    m = lg.SVGP(num_inducing=8).fit(X, y, optimizer="lbfgs", lr=1.0, max_steps=3, seed=0)
+    assert m.history_.steps == 3
+    assert m.history_.epochs == pytest.approx(3.0)
+
+
 def test_progress_bar_renders():
     buf = io.StringIO()
     bar = ProgressBar(10, desc="SVGP", enabled=True, stream=buf, interval=0.0)

@@ -196,7 +196,9 @@ class GPModel(nn.Module):
         """Fit to inputs ``X`` ``(N, D)`` and targets ``y`` ``(N,)`` (or ``(N, P)``), or to an
         out-of-core source ``fit(lg.datasets.ShardedArrays(path), batch_size=...)``.
 
-        ``epochs=E`` takes exactly ``E * ceil(N / batch_size)`` optimiser steps.  Calling
+        ``epochs=E`` takes exactly ``E * ceil(N / batch_size)`` optimiser steps.  Without
+        ``batch_size`` the model's default applies (SVGP: min(N, 1024)), except that
+        ``optimizer="lbfgs"``, a full-batch method, always uses all N points.  Calling
         ``fit`` again continues from the current parameters.  The run's record is in
         ``self.history_``.  ``optimizer_kwargs`` (a dict) go to the ``torch.optim``
         constructor, e.g. ``{"rho": 0.95, "eps": 1e-6}`` for adadelta (see
@@ -236,7 +238,10 @@ class GPModel(nn.Module):
         if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
             raise ValueError(f"lr must be a positive number, got {lr!r}")
         if batch_size is None:
-            batch_size = defaults.get("batch_size", N)
+            # L-BFGS is a full-batch method: asking for it without a batch size means all N
+            # points, whatever minibatch size the model would pick for its default optimiser.
+            full = isinstance(optimizer, str) and optimizer.lower() == "lbfgs"
+            batch_size = N if full else defaults.get("batch_size", N)
         if epochs is None and max_steps is None:
             max_steps = defaults.get("max_steps", 1000)
         if tol is None:
