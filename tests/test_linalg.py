@@ -3,7 +3,16 @@ import pytest
 import torch
 
 import latentgp as lg
-from latentgp.linalg import CholeskyError, JitterWarning, cho_solve, cholesky, logdet_chol
+from latentgp.linalg import (
+    CholeskyError,
+    JitterWarning,
+    cho_solve,
+    cholesky,
+    logdet_chol,
+    solve_lower,
+    weighted_gram,
+    whitened_sums,
+)
 
 
 def spd(n, seed=0):
@@ -64,3 +73,43 @@ def test_config_context_restores():
         assert lg.get_config().jitter == 1e-3
     assert lg.get_config().jitter == base
     assert np.isclose(base, 1e-6)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_weighted_gram_matches_autograd_of_the_plain_product(weighted):
+    g = torch.Generator().manual_seed(3)
+    A = torch.randn(4, 9, generator=g, dtype=torch.float64, requires_grad=True)
+    w = (torch.rand(9, generator=g, dtype=torch.float64) + 0.5).requires_grad_(weighted)
+    G = torch.randn(4, 4, generator=g, dtype=torch.float64)  # not symmetric on purpose
+    got = weighted_gram(A, w if weighted else None)
+    ref = ((A * w) if weighted else A) @ A.mT
+    torch.testing.assert_close(got, ref, rtol=1e-14, atol=1e-14)
+    inputs = (A, w) if weighted else (A,)
+    d_got = torch.autograd.grad((got * G).sum(), inputs)
+    d_ref = torch.autograd.grad((ref * G).sum(), inputs)
+    for a, b in zip(d_got, d_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda a, v: weighted_gram(a, v), (A, w))
+
+
+def test_whitened_sums_match_autograd_of_the_triangular_solve():
+    g = torch.Generator().manual_seed(5)
+    M, N, P = 5, 11, 2
+    L = torch.linalg.cholesky(spd(M, 1)).requires_grad_(True)
+    K = torch.randn(M, N, generator=g, dtype=torch.float64, requires_grad=True)
+    Y = torch.randn(N, P, generator=g, dtype=torch.float64, requires_grad=True)
+    GP = torch.randn(M, M, generator=g, dtype=torch.float64)
+    Gq = torch.randn(M, P, generator=g, dtype=torch.float64)
+    P_got, q_got = whitened_sums(L, K, Y)
+    A = solve_lower(L, K)
+    P_ref, q_ref = A @ A.mT, A @ Y
+    torch.testing.assert_close(P_got, P_ref, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(q_got, q_ref, rtol=1e-13, atol=1e-13)
+    d_got = torch.autograd.grad((P_got * GP).sum() + (q_got * Gq).sum(), (L, K, Y))
+    d_ref = torch.autograd.grad((P_ref * GP).sum() + (q_ref * Gq).sum(), (L, K, Y))
+    for a, b in zip(d_got, d_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-11)
+    # finite differences, with L kept lower-triangular as the function only reads that part
+    assert torch.autograd.gradcheck(
+        lambda l, k, y: whitened_sums(l.tril(), k, y), (L, K, Y), eps=1e-6, atol=1e-6
+    )

@@ -108,3 +108,85 @@ def cho_solve(L: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 def logdet_chol(L: torch.Tensor) -> torch.Tensor:
     """``log det(L L^T)`` from a Cholesky factor; shape ``(...)``."""
     return 2.0 * L.diagonal(dim1=-2, dim2=-1).abs().log().sum(-1)
+
+
+class _WeightedGram(torch.autograd.Function):
+    """``A diag(w) A^T`` with a backward pass that uses the product's symmetry.
+
+    Autograd of ``(A * w) @ A.mT`` takes two ``M x M x N`` products for the gradient of
+    ``A`` (one per factor); the symmetric form needs one:
+    ``dA = (G + G^T) A diag(w)``, ``dw_i = a_i^T G a_i`` (column ``i`` of ``A``).
+    """
+
+    @staticmethod
+    def forward(ctx, A: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(A, w)
+        return (A if w is None else A * w) @ A.mT
+
+    @staticmethod
+    def backward(ctx, G: torch.Tensor):
+        A, w = ctx.saved_tensors
+        GA = (G + G.mT) @ A  # (M, N): the one big product
+        dA = dw = None
+        if ctx.needs_input_grad[0]:
+            dA = GA if w is None else GA * w
+        if w is not None and ctx.needs_input_grad[1]:
+            dw = 0.5 * (A * GA).sum(-2)  # a_i^T (G + G^T) a_i / 2 = a_i^T G a_i
+        return dA, dw
+
+
+def weighted_gram(A: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+    """``A diag(w) A^T`` ``(M, M)`` for ``A`` ``(M, N)`` and weights ``w`` ``(N,)`` (default 1).
+
+    Same value as ``(A * w) @ A.mT``; under autograd its backward pass costs one
+    ``M x M x N`` product instead of two.
+    """
+    return _WeightedGram.apply(A, w)
+
+
+class _WhitenedSums(torch.autograd.Function):
+    """``(A A^T, A Y)`` with ``A = L^{-1} K``: the data sums of a homoscedastic sparse GP.
+
+    Forward: one triangular solve against the ``N`` columns of ``K`` and one Gram product.
+    Backward: ``dA = (G_P + G_P^T) A + G_q Y^T`` (one ``M x M x N`` product),
+    ``dK = L^{-T} dA`` (one solve), and ``dL = -tril(L^{-T} dA A^T)`` where
+    ``dA A^T = (G_P + G_P^T) P + G_q q^T`` is formed from ``M x M`` quantities, which
+    saves the ``M x M x N`` product autograd would spend on it.  Three such products per
+    evaluation instead of five, with the forward values of the per-column solve.
+    """
+
+    @staticmethod
+    def forward(ctx, L: torch.Tensor, K: torch.Tensor, Y: torch.Tensor):
+        A = torch.linalg.solve_triangular(L, K, upper=False)  # (M, N)
+        P = A @ A.mT
+        q = A @ Y
+        ctx.save_for_backward(L, A, Y, P, q)
+        return P, q
+
+    @staticmethod
+    def backward(ctx, G_P: torch.Tensor, G_q: torch.Tensor):
+        L, A, Y, P, q = ctx.saved_tensors
+        Gs = G_P + G_P.mT
+        dA = Gs @ A + G_q @ Y.mT  # (M, N)
+        dL = dK = dY = None
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[0]:
+            dK = torch.linalg.solve_triangular(L.mT, dA, upper=True)  # L^{-T} dA
+        if ctx.needs_input_grad[0]:
+            dAAt = Gs @ P + G_q @ q.mT  # dA A^T
+            dL = -torch.linalg.solve_triangular(L.mT, dAAt, upper=True).tril()
+        if ctx.needs_input_grad[2]:
+            dY = A.mT @ G_q
+        return dL, (dK if ctx.needs_input_grad[1] else None), dY
+
+
+def whitened_sums(
+    L: torch.Tensor, K: torch.Tensor, Y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(A A^T, A Y)`` for ``A = L^{-1} K``: ``L`` ``(M, M)`` lower-triangular, ``K``
+    ``(M, N)``, ``Y`` ``(N, P)``; returns ``(M, M)`` and ``(M, P)``.
+
+    Same values as forming ``A`` with :func:`solve_lower`; under autograd the backward
+    pass costs two ``M x M x N`` products and one solve where plain autograd spends four
+    products and one solve.
+    """
+    return _WhitenedSums.apply(L, K, Y)
