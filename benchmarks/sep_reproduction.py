@@ -210,6 +210,7 @@ def table1(
                         err=err,
                         seconds=secs,
                         steps=model.history_.steps,
+                        load1=os.getloadavg()[0],
                     )
                     if method == "SEP":
                         run["skipped"] = model.skipped_updates_
@@ -466,6 +467,23 @@ def _fmt(vals, prec=3):
     return f"{a.mean():.{prec}f} ± {a.std():.{prec}f}" if len(a) else "–"
 
 
+def _complete_splits(runs: list, name: str, frac: float) -> dict:
+    """The records of one Table 1 setting, restricted to the splits on which all three
+    methods finished (a run stopped mid-split leaves some methods without a record),
+    each list sorted by split."""
+    methods = ("SEP", "GFITC", "SVGP")
+    by = {
+        m: {
+            r["split"]: r
+            for r in runs
+            if r["data"] == name and r["frac"] == frac and r["method"] == m
+        }
+        for m in methods
+    }
+    common = sorted(set.intersection(*(set(v) for v in by.values())))
+    return {m: [by[m][k] for k in common] for m in methods}
+
+
 def report() -> None:
     import matplotlib
 
@@ -481,10 +499,14 @@ def report() -> None:
         *[f"    {c}" for c in meta.get("commands", [])],
         "    .venv/bin/python benchmarks/sep_reproduction.py --report",
         "",
-        f"Machine: {meta.get('machine', _machine())}.  The machine is shared: other jobs ran "
-        "at the same time (load average 6-25 on 2 cores during these runs), so absolute "
-        "times are noisy; methods were interleaved on each split so ratios are the fairer "
-        "comparison.",
+        f"Machine of the last run: {meta.get('machine', _machine())}.  The runs span two "
+        "machines and loads: the first parts (banana, digits, diagnostic and Table 1 "
+        "splits 0-4 of biopsy, crabs, pima and breast_cancer) ran in earlier sessions on a "
+        "shared machine (load average 6-25 on 2 cores); the rest of Table 1 and the "
+        "full-data flights run ran on 23 Nov 2026 on a 2-core AMD EPYC, two benchmark "
+        "processes at a time (one per core; each Table 1 record since then carries the "
+        "1-minute load average as `load1`).  Absolute times are therefore noisy; the three "
+        "methods run back to back on each split, so time ratios are the fairer comparison.",
         "",
     ]
     runs = _table1_runs()
@@ -493,10 +515,10 @@ def report() -> None:
         lines += [
             "## Table 1 protocol (batch training)",
             "",
-            f"Random 90/10 splits: **up to {len(splits)}** per setting (column 'splits'; the "
-            "seed used 20; far fewer here to fit the time budget of a shared 2-core machine; "
-            "M = 50% only for crabs and pima, and the seed's datasets Australian, Heart, "
-            "Ionosphere and Sonar are not available offline), M = 15/25/50% of all "
+            f"Random 90/10 splits: **up to {len(splits)}** per setting (column 'splits': the "
+            "splits on which all three methods finished; the seed used 20; the seed's "
+            "datasets Australian, Heart, Ionosphere and Sonar are not available offline), "
+            "M = 15/25/50% of all "
             "instances, inducing inputs a random subset of the training inputs shared by "
             "the three methods, inputs standardised "
             "with training statistics, ARD RBF kernel with the library's default initial "
@@ -515,21 +537,11 @@ def report() -> None:
         ]
         for name in TABLE1_SETS:
             for frac in FRACTIONS:
-                sel = {
-                    m: [
-                        r
-                        for r in runs
-                        if r["data"] == name and r["frac"] == frac and r["method"] == m
-                    ]
-                    for m in ("SEP", "GFITC", "SVGP")
-                }
-                if not sel["SEP"]:
-                    continue
-                M = sel["SEP"][0]["M"]
-                n_done = min(len(v) for v in sel.values())
-                sel = {m: v[:n_done] for m, v in sel.items()}
+                sel = _complete_splits(runs, name, frac)
+                n_done = len(sel["SEP"])
                 if not n_done:
                     continue
+                M = sel["SEP"][0]["M"]
                 row = [f"{name} ({sel['SEP'][0]['N']})", f"{M} ({int(frac * 100)}%)", str(n_done)]
                 row += [_fmt([r["nll"] for r in sel[m]]) for m in sel]
                 row += [_fmt([r["seconds"] for r in sel[m]], 1) for m in sel]
@@ -545,10 +557,10 @@ def report() -> None:
         ]
         seed_ratio = {0.15: ("3.5", "2.4"), 0.25: ("3.6", "1.8"), 0.50: ("3.8", "1.5")}
         for frac in FRACTIONS:
-            t = {
-                m: [r["seconds"] for r in runs if r["frac"] == frac and r["method"] == m]
-                for m in ("SEP", "GFITC", "SVGP")
-            }
+            t = {m: [] for m in ("SEP", "GFITC", "SVGP")}
+            for name in TABLE1_SETS:
+                for m, v in _complete_splits(runs, name, frac).items():
+                    t[m] += [r["seconds"] for r in v]
             if not t["SEP"] or not t["GFITC"] or not t["SVGP"]:
                 continue
             ms = {m: float(np.mean(v)) for m, v in t.items()}
@@ -560,20 +572,12 @@ def report() -> None:
         fastest = close = best = total = 0
         for name in TABLE1_SETS:
             for frac in FRACTIONS:
-                sel = {
-                    m: [
-                        r
-                        for r in runs
-                        if r["data"] == name and r["frac"] == frac and r["method"] == m
-                    ]
-                    for m in ("SEP", "GFITC", "SVGP")
-                }
-                n_done = min(len(v) for v in sel.values())
-                if not n_done:
+                sel = _complete_splits(runs, name, frac)
+                if not sel["SEP"]:
                     continue
                 total += 1
-                nll = {m: np.mean([r["nll"] for r in v[:n_done]]) for m, v in sel.items()}
-                sec = {m: np.mean([r["seconds"] for r in v[:n_done]]) for m, v in sel.items()}
+                nll = {m: np.mean([r["nll"] for r in v]) for m, v in sel.items()}
+                sec = {m: np.mean([r["seconds"] for r in v]) for m, v in sel.items()}
                 fastest += min(sec, key=sec.get) == "SEP"
                 best += min(nll, key=nll.get) == "SEP"
                 close += nll["SEP"] <= min(nll.values()) + 0.02
