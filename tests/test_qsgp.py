@@ -321,3 +321,39 @@ def test_rvm_em_update_is_coordinate_ascent_on_the_exact_elbo(covariance):
             m.log_s[i] += h
         assert abs(up - down) / (2 * h) < 1e-6
 
+
+
+@pytest.mark.parametrize("covariance", ["meanfield", "chevron"])
+def test_rvm_mackay_update_has_em_fixed_points_and_takes_longer_steps(covariance):
+    """MacKay's re-estimate s_i = (1 - s_i Sigma_ii) / mu_i^2 moves each s_i in the same
+    direction as the em optimum 1 / (mu_i^2 + Sigma_ii), at least as far, and leaves em's
+    fixed point where it is."""
+    X, y = _data(n=30)
+    m = _model(X, y, basis="rvm", covariance=covariance, num_dense=3)
+    U = torch.arange(m.m)
+    colnorm = m._column_norms(torch.as_tensor(X))
+    start = m.log_s.detach().clone()
+    m._rvm_em_update(U, colnorm)
+    em_step = m.log_s.detach() - start
+    with torch.no_grad():
+        m.log_s.copy_(start)
+    m._rvm_em_update(U, colnorm, mackay=True)
+    mackay_step = m.log_s.detach() - start
+    moved = em_step.abs() > 1e-9
+    assert moved.sum() > 20
+    assert torch.equal(torch.sign(mackay_step[moved]), torch.sign(em_step[moved]))
+    assert (mackay_step.abs() >= em_step.abs() - 1e-12).all()
+    assert (mackay_step.abs() > 1.5 * em_step.abs())[moved].any()
+    # at em's fixed point (c_ii and s_i iterated jointly with the mean held) MacKay stays
+    for _ in range(500):
+        m._rvm_em_update(U, colnorm)
+    fixed = m.log_s.detach().clone()
+    m._rvm_em_update(U, colnorm)
+    assert torch.allclose(m.log_s.detach(), fixed, atol=1e-9)
+    m._rvm_em_update(U, colnorm, mackay=True)
+    assert torch.allclose(m.log_s.detach(), fixed, atol=1e-7)
+
+
+def test_rvm_update_names_are_checked():
+    with pytest.raises(ValueError, match="rvm_update must be one of"):
+        lg.QSGP(basis="rvm", rvm_update="tipping")
