@@ -30,9 +30,9 @@ def test_list_names_every_experiment_script(capsys):
     names = [ln.split()[0] for ln in lines]
     assert names == list(EXPERIMENTS)
     # helpers, not experiments: the GPflow runner (called by sparse_reproduction), the
-    # reliability tables printer (its page is written by hand from its output) and the
-    # machine description the scripts import
-    helpers = {"gpflow_sparse_runner", "reliability_report", "machine"}
+    # reliability tables printer and the QSRVM diagnostic (pages written by hand from
+    # their output) and the machine description the scripts import
+    helpers = {"gpflow_sparse_runner", "reliability_report", "qsgp_rvm_diagnostic", "machine"}
     scripts = {p.stem for p in BENCH.glob("*.py")} - helpers
     assert set(names) == scripts  # every experiment script of benchmarks/ and no other
     for name in names:

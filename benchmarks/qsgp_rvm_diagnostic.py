@@ -1,0 +1,91 @@
+"""Why QSRVM does not prune on noisy sinc: exact-posterior RVM updates against QSGP's.
+
+The exact part uses the closed-form posterior q(w) = N(mu, Sigma) of the RVM at each s
+(dense n x n solves; a diagnostic, not a scalable method) and iterates em
+(s_i = 1 / (mu_i^2 + Sigma_ii)) or MacKay (s_i = (1 - s_i Sigma_ii) / mu_i^2).  The QSGP
+part trains lg.QSGP(basis="rvm") with each rvm_update on the same data.
+
+    .venv/bin/python benchmarks/qsgp_rvm_diagnostic.py [--n 100] [--steps 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+import latentgp as lg
+
+
+def sinc_data(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-10, 10, (n, 1))
+    return X, np.sinc(X[:, 0] / np.pi) + 0.1 * rng.standard_normal(n)
+
+
+def exact_rvm(X, y, iters: int, mackay: bool, noise_var=0.01, lengthscale=1.0) -> list:
+    """Counts of s_i < 1e4 along exact em / MacKay iterations (Phi = K, SE kernel)."""
+    x = X[:, 0]
+    Phi = np.exp(-0.5 * (x[:, None] - x[None, :]) ** 2 / lengthscale**2)
+    s = np.ones(len(x))
+    counts = []
+    for it in range(1, iters + 1):
+        A = Phi.T @ Phi / noise_var + np.diag(s)
+        L = np.linalg.cholesky(A)
+        mu = np.linalg.solve(L.T, np.linalg.solve(L, Phi.T @ y / noise_var))
+        Linv = np.linalg.solve(L, np.eye(len(x)))  # diagnostic only: Sigma_ii = |L^-1 e_i|^2
+        sigma = (Linv**2).sum(0)
+        if mackay:
+            s = (1.0 - s * sigma).clip(1e-300) / np.maximum(mu**2, 1e-300)
+        else:
+            s = 1.0 / (mu**2 + sigma)
+        s = np.minimum(s, 1e12)
+        if it in (10, 100, 1000, 5000, 20000) or it == iters:
+            counts.append((it, int((s < 1e4).sum())))
+    return counts
+
+
+def qsgp_rvm(X, y, steps: int, update: str) -> dict:
+    n = len(X)
+    t = time.perf_counter()
+    q = lg.QSGP(
+        basis="rvm",
+        covariance="chevron",
+        num_dense=10,
+        kernel=lg.kernels.RBF(lengthscale=1.0, variance=1.0),
+        likelihood=lg.likelihoods.Gaussian(0.01),
+        basis_batch=n // 2,
+        cv_rank=n // 2,
+        closed_form_diagonal=False,
+        rvm_update=update,
+    )
+    q.fit(X, y, max_steps=steps, batch_size=min(100, n // 2), lr=0.2, seed=0)
+    Xs = np.linspace(-10, 10, 400)[:, None]
+    mean, _ = q.predict_y(Xs)
+    s = np.exp(q.log_s.detach().numpy())
+    return {
+        "update": update,
+        "below_1e4": int((s < 1e4).sum()),
+        "rmse_to_sinc": float(np.sqrt(np.mean((mean - np.sinc(Xs[:, 0] / np.pi)) ** 2))),
+        "seconds": time.perf_counter() - t,
+    }
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--exact-iters", type=int, default=20000)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    X, y = sinc_data(args.n)
+    print("exact em      (iteration, #s<1e4):", exact_rvm(X, y, args.exact_iters, False))
+    print("exact MacKay  (iteration, #s<1e4):", exact_rvm(X, y, 2000, True))
+    for update in ("gradient", "em", "mackay"):
+        print("QSGP", args.steps, "steps:", qsgp_rvm(X, y, args.steps, update), flush=True)
+
+
+if __name__ == "__main__":
+    main()
