@@ -171,3 +171,31 @@ def test_lbfgs_reuses_the_line_search_evaluation(monkeypatch):
     np.testing.assert_array_equal(pred[0], pred0[0])
     np.testing.assert_array_equal(pred[1], pred0[1])
     assert n_memo <= 0.65 * n_plain, (n_memo, n_plain)
+
+
+def test_predictions_during_training_follow_the_parameters():
+    """A callback that predicts during training must see the current parameters: the
+    default Adam is fused, whose updates do not bump the parameters' version counters."""
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(400, 2, generator=g, dtype=torch.float64)
+    y = (X[:, 0] > 0).to(torch.float64)
+    Xs = torch.randn(50, 2, generator=g, dtype=torch.float64)
+    seen = []
+
+    def callback(info):
+        m = info["model"]
+        if info["step"] % 10 == 0:
+            p_cached = m.predict_y(Xs)[0].copy()
+            m._cache = None
+            seen.append((p_cached, m.predict_y(Xs)[0]))
+        return False
+
+    m = lg.SVGP(num_inducing=10, likelihood="probit")
+    m.fit(X, y, batch_size=100, max_steps=60, lr=0.05, seed=0, callbacks=[callback])
+    assert len(seen) >= 5
+    for cached, fresh in seen:
+        np.testing.assert_allclose(cached, fresh, rtol=1e-12, atol=1e-12)
+    # a write through .data (no version bump) is seen as well
+    before = m.predict_y(Xs)[0].copy()
+    m.q.q_mu.data += 1.0
+    assert not np.allclose(m.predict_y(Xs)[0], before)

@@ -358,18 +358,32 @@ class GPModel(nn.Module):
         if not self.built:
             raise RuntimeError(f"{type(self).__name__} is not fitted yet: call fit(X, y) first")
 
-    def _param_version(self) -> tuple:
-        return tuple(p._version for p in self.parameters()) + tuple(
-            id(p) for p in self.parameters()
-        )
-
     def _prediction_cache(self) -> Any:
-        """Factors reused across prediction chunks, recomputed when parameters change."""
-        key = self._param_version()
-        if self._cache is None or self._cache[0] != key:
-            with torch.no_grad():
-                self._cache = (key, self._compute_cache())
-        return self._cache[1]
+        """Factors reused across prediction chunks, recomputed when parameters change.
+
+        The cache is keyed on the parameters' *values* (a detached copy taken when it is
+        computed), not on their version counters: fused optimisers (``Adam(fused=True)``,
+        the loop's default) and writes through ``.data`` change a parameter without
+        bumping its version, and a version key then served predictions from parameters
+        several hundred steps old to callbacks evaluating during training.  Buffers
+        that predictions depend on are the models' own business (they reset
+        ``self._cache`` when they change them).  Models without a cache skip the copy.
+        """
+        if type(self)._compute_cache is GPModel._compute_cache:
+            return None
+        params = [p.detach() for p in self.parameters()]
+        ids = tuple((id(p), p.shape) for p in self.parameters())
+        c = self._cache
+        if (
+            c is not None
+            and c[0] == ids
+            and all(torch.equal(p, q) for p, q in zip(params, c[1], strict=True))
+        ):
+            return c[2]
+        with torch.no_grad():
+            value = self._compute_cache()
+        self._cache = (ids, [p.clone() for p in params], value)
+        return value
 
     def _compute_cache(self) -> Any:
         return None
