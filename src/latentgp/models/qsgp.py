@@ -31,7 +31,8 @@ control variate of Prop. 3 (rank ``cv_rank`` support points, running expectation
 ``a = Phi_p mu`` updated in ``O(n_bar m~)``, sparse-gradient scaling of Appendix F.1) is
 applied to the ``Phi^T Phi`` term of the mean and of every sampled dense column, with
 the support features frozen at the hyperparameters of the moment it was set up
-(Appendix F.3).
+(Appendix F.3).  With ``basis="inducing"`` (``S = K``) the Nyström control variate of
+Appendix F.2 is applied to the prior term on the same support points.
 
 Non-Gaussian log-concave likelihoods (Bernoulli logit/probit, Laplace): the lower
 bound of Theorem 3.  **Correction.** The paper writes the site argument as
@@ -79,7 +80,7 @@ from torch import nn
 from ..kernels import Kernel
 from ..kernels.features import SPECTRAL_DOF, RandomFourierFeatures
 from ..likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
-from ..linalg import cholesky
+from ..linalg import cholesky, solve_lower
 from ..parameters import LOG_2PI
 from ..training import distributed as D
 from ..training.fit import check_optimizer_kwargs
@@ -128,6 +129,11 @@ class QSGP(GPModel):
         ELBO; ``"mackay"`` takes MacKay's re-estimate ``s_i = (1 - s_i Sigma_ii) / mu_i^2``
         instead, which has the same fixed points and prunes in far fewer updates (see
         :meth:`_rvm_em_update`).
+    nystrom_cv: with ``basis="inducing"`` and ``cv_rank > 0``, also apply the Nyström
+        control variate of Appendix F.2 to the prior term ``mu^T K mu`` (and to each
+        sampled dense column): ``-(m/m~)^2 mu_i~^T Q_i~j~ mu_j~ + mu^T Q mu`` with
+        ``Q = K(Z, P) K(P, P)^{-1} K(P, Z)`` on the control variate's support points P and
+        ``|L_P^{-1} K(P, Z) mu|^2`` kept as a running expectation (the paper's Table 3).
     feature_seed: seed of the random features / inducing-point choice.
     """
 
@@ -152,6 +158,7 @@ class QSGP(GPModel):
         hyper_delay: int = 0,
         feature_seed: int = 0,
         rvm_update: str = "gradient",
+        nystrom_cv: bool = True,
         normalize_y: bool = True,
         device=None,
         dtype=None,
@@ -160,6 +167,7 @@ class QSGP(GPModel):
         if rvm_update not in RVM_UPDATES:
             raise ValueError(f"rvm_update must be one of {list(RVM_UPDATES)}, got {rvm_update!r}")
         self.rvm_update = rvm_update
+        self.nystrom_cv = bool(nystrom_cv)
         if basis not in BASES:
             raise ValueError(f"basis must be one of {list(BASES)}, got {basis!r}")
         if covariance not in COVARIANCES:
@@ -221,6 +229,7 @@ class QSGP(GPModel):
             hyper_delay=self.hyper_delay,
             feature_seed=self.feature_seed,
             rvm_update=self.rvm_update,
+            nystrom_cv=self.nystrom_cv,
         )
         return cfg
 
@@ -526,6 +535,31 @@ class QSGP(GPModel):
             out = out + sR * (
                 -coef * (PJ * PI).sum() + coef * (ratio * AA + ((1.0 - ratio) * AA).detach())
             )
+        if "Lp" in cv:
+            out = out + self._nystrom_cv(s, lv, CU, cv, PhiP)
+        return out
+
+    def _nystrom_cv(self, s, lv, CU, cv, PhiP) -> torch.Tensor:
+        """Appendix F.2 for ``S = K``: ``-(m/m~)^2 mu_j~^T Q_j~i~ mu_i~ + |b|^2`` with
+        ``Q = W^T W``, ``W = L_P^{-1} K(P, Z)`` (here ``K(P, Z_U)`` is ``Phi_p``), the
+        running expectation ``b = W mu`` and the sparse-gradient scaling of Appendix F.1;
+        the same for every sampled dense column (times ``sR``).  Zero mean."""
+        iI, iJ = s["invI"], s["invJ"]
+        sI, sJ, sR = s["sI"], s["sJ"], s["sR"]
+        W = solve_lower(cv["Lp"], PhiP)  # (n_bar, |U|)
+        cv["WP"] = W
+        ratio = self.m / s["U"].shape[0]
+        mu = lv["mu"]
+        qI, qJ = sI * (W[:, iI] @ mu[iI]), sJ * (W[:, iJ] @ mu[iJ])
+        b = cv["b"] + W @ (mu - mu.detach())
+        bb = (b * b).sum()
+        out = -(qJ @ qI) + ratio * bb + ((1.0 - ratio) * bb).detach()
+        if CU.shape[1]:
+            R = s["R"]
+            QI, QJ = sI * (W[:, iI] @ CU[iI]), sJ * (W[:, iJ] @ CU[iJ])
+            Bm = cv["B"][R].T + W @ (CU - CU.detach())  # (n_bar, |R|)
+            BB = (Bm * Bm).sum()
+            out = out + sR * (-(QJ * QI).sum() + ratio * BB + ((1.0 - ratio) * BB).detach())
         return out
 
     # ---------------------------------------------------------- exact quantities --
@@ -624,7 +658,16 @@ class QSGP(GPModel):
                     idx = torch.arange(c0, min(c0 + 65536, self.m), device=X.device)
                     Cb = self._column_values(idx, cols, self.c_dense[idx], self.c_raw[idx])
                     A += (self.features(Xp, idx, frozen=hypers) @ Cb).T
-        return {"Xp": Xp, "hypers": hypers, "a": a, "A": A}
+        cv = {"Xp": Xp, "hypers": hypers, "a": a, "A": A}
+        if self._nystrom():
+            # Appendix F.2: support inputs P = Xp; b = L_P^{-1} K(P, Z) mu (the running
+            # expectation of the prior term's control variate), B = L_P^{-1} K(P, Z) C_dense
+            with torch.no_grad():
+                Lp, _ = cholesky(self.kernel(Xp), "K(P, P) of the Nystrom control variate")
+            cv["Lp"] = Lp
+            cv["b"] = solve_lower(Lp, a[:, None])[:, 0]
+            cv["B"] = solve_lower(Lp, A.T).T.contiguous()  # (k, n_bar)
+        return cv
 
     # ------------------------------------------------------------------- training --
     def _ensure_state(self) -> None:
@@ -865,9 +908,13 @@ class QSGP(GPModel):
             if cv is not None:
                 PhiP = cv["PhiP"]
                 cv["a"] += PhiP @ (new_mu - old_mu)
+                if "WP" in cv:
+                    cv["b"] += cv["WP"] @ (new_mu - old_mu)
                 if R.shape[0]:
                     new_C = self._column_values(U, R, new_dense, new_craw)
                     cv["A"][R] += (PhiP @ (new_C - old_C)).T
+                    if "WP" in cv:
+                        cv["B"][R] += (cv["WP"] @ (new_C - old_C)).T
             if learn_h:
                 ok = all(
                     p.grad is None or bool(torch.isfinite(p.grad).all())
@@ -876,6 +923,10 @@ class QSGP(GPModel):
                 if ok:
                     hopt.step()
         return float(value)
+
+    def _nystrom(self) -> bool:
+        """Whether a control variate set up now includes the Nyström one (Appendix F.2)."""
+        return self.nystrom_cv and self.basis == "inducing"
 
     def _rvm_em(self) -> bool:
         """Whether the RVM precisions take closed-form updates ("em" or "mackay")."""
