@@ -556,8 +556,8 @@ UCI_OBSERVATIONS: list[str] = [
     "L-BFGS iterations each; latentgp's fits and GPflow's ran back to back in one process "
     "chain beside other benchmark jobs): VFE took 139 / 142 / 150 s against GPflow SGPR's "
     "318 / 284 / 305 s (2.0-2.3x faster), FITC 216 / 204 / 212 s against GPRFITC's "
-    "315 / 422 / 224 s (1.06-2.1x; bike's GPflow fits ran after two of the three other "
-    "jobs had stopped, i.e. on a less loaded machine). Accuracy matches: VFE vs SGPR RMSE "
+    "315 / 422 / 224 s (1.06-2.1x; bike's GPflow fits ran partly after the two SEP benchmark "
+    "jobs had stopped, on a less loaded machine). Accuracy matches: VFE vs SGPR RMSE "
     "0.092 / 0.093, 5.93 / 6.03, 0.070 / 0.070. The gains come from the reused "
     "line-search evaluation and the hand-written backward pass of the data sums (three "
     "M x M x N products per evaluation for VFE, four for FITC, against five).",
