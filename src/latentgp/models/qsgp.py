@@ -127,13 +127,16 @@ class QSGP(GPModel):
         diagonal entry ``c_ii`` of a diagonal-only column to its optimum (Prop. 1; the
         column norms are computed once per fit) -- i.e. coordinate ascent on the same
         ELBO; ``"mackay"`` takes MacKay's re-estimate ``s_i = (1 - s_i Sigma_ii) / mu_i^2``
-        instead, which has the same fixed points and prunes in far fewer updates (see
-        :meth:`_rvm_em_update`).
+        instead, which has the same fixed points and moves ``s_i`` further per update
+        (with the exact posterior it prunes in far fewer iterations than em; within
+        QSGP the slowly converging mean still limits both, see
+        ``benchmarks/qsgp_rvm_diagnostic.py``).
     nystrom_cv: with ``basis="inducing"`` and ``cv_rank > 0``, also apply the Nyström
         control variate of Appendix F.2 to the prior term ``mu^T K mu`` (and to each
         sampled dense column): ``-(m/m~)^2 mu_i~^T Q_i~j~ mu_j~ + mu^T Q mu`` with
         ``Q = K(Z, P) K(P, P)^{-1} K(P, Z)`` on the control variate's support points P and
-        ``|L_P^{-1} K(P, Z) mu|^2`` kept as a running expectation (the paper's Table 3).
+        ``|L_P^{-1} K(P, Z) mu|^2`` kept as a running expectation (the paper's Table 3;
+        it assumes fixed kernel hyperparameters, the inducing basis's default).
     feature_seed: seed of the random features / inducing-point choice.
     """
 
@@ -942,7 +945,7 @@ class QSGP(GPModel):
         - em: ``s_i = 1 / (mu_i^2 + Sigma_ii)``, the maximiser of the ELBO's only s_i
           terms ``(log s_i - s_i (mu_i^2 + Sigma_ii)) / 2`` (coordinate ascent);
         - mackay: ``s_i = gamma_i / mu_i^2`` with ``gamma_i = 1 - s_i Sigma_ii`` (MacKay's
-          re-estimate, Tipping 2001, eq. 16), capped at ``RVM_MAX_PRECISION``.  Its fixed
+          re-estimate, as in Tipping's RVM), capped at ``RVM_MAX_PRECISION``.  Its fixed
           points are em's (``s (mu^2 + Sigma) = 1`` either way), but it moves ``s_i``
           by the factor ``gamma_i / (s_i mu_i^2)`` per update instead of at most
           ``+|phi_i|^2 / sigma^2``, so pruned weights leave in far fewer steps.
