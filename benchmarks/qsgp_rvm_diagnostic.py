@@ -15,14 +15,7 @@ import time
 
 import numpy as np
 import torch
-
-import latentgp as lg
-
-
-def sinc_data(n: int, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-10, 10, (n, 1))
-    return X, np.sinc(X[:, 0] / np.pi) + 0.1 * rng.standard_normal(n)
+from qsgp_reproduction import qsrvm, sinc_data
 
 
 def exact_rvm(X, y, iters: int, mackay: bool, noise_var=0.01, lengthscale=1.0) -> list:
@@ -50,17 +43,7 @@ def exact_rvm(X, y, iters: int, mackay: bool, noise_var=0.01, lengthscale=1.0) -
 def qsgp_rvm(X, y, steps: int, update: str) -> dict:
     n = len(X)
     t = time.perf_counter()
-    q = lg.QSGP(
-        basis="rvm",
-        covariance="chevron",
-        num_dense=10,
-        kernel=lg.kernels.RBF(lengthscale=1.0, variance=1.0),
-        likelihood=lg.likelihoods.Gaussian(0.01),
-        basis_batch=n // 2,
-        cv_rank=n // 2,
-        closed_form_diagonal=False,
-        rvm_update=update,
-    )
+    q = qsrvm(n, update)
     q.fit(X, y, max_steps=steps, batch_size=min(100, n // 2), lr=0.2, seed=0)
     Xs = np.linspace(-10, 10, 400)[:, None]
     mean, _ = q.predict_y(Xs)
@@ -80,7 +63,7 @@ def main(argv=None) -> None:
     ap.add_argument("--exact-iters", type=int, default=20000)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    X, y = sinc_data(args.n)
+    X, y = sinc_data(args.n, 0)
     print("exact em      (iteration, #s<1e4):", exact_rvm(X, y, args.exact_iters, False))
     print("exact MacKay  (iteration, #s<1e4):", exact_rvm(X, y, 2000, True))
     for update in ("gradient", "em", "mackay"):
