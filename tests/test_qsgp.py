@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -406,3 +408,21 @@ def test_nystrom_running_expectation_tracks_sparse_updates():
     fresh = m._make_cv(m._check_X(X), 40, 2)
     assert torch.allclose(cv["b"], fresh["b"], atol=1e-8)
     assert torch.allclose(cv["B"], fresh["B"], atol=1e-8)
+
+
+def test_rvm_mackay_update_falls_back_to_em_when_gamma_is_not_positive():
+    """A q whose posterior variance exceeds the prior's (Sigma_ii >= 1 / s_i, possible
+    before convergence) has gamma_i <= 0: MacKay's formula would send s_i to ~1e-308.
+    Those rows take em's 1 / (mu_i^2 + Sigma_ii) instead; the others keep MacKay's value."""
+    X, y = _data(n=30)
+    m = _model(X, y, basis="rvm", covariance="meanfield")
+    U = torch.arange(m.m)
+    with torch.no_grad():
+        m.log_s.fill_(math.log(10.0))
+        m.c_raw[:10] = 0.5 * math.log(0.5)  # Sigma_ii = 0.5 > 1 / s_i = 0.1
+        m.c_raw[10:] = 0.5 * math.log(0.01)  # Sigma_ii = 0.01 < 0.1: gamma = 0.9
+        m.mu.fill_(0.3)
+    m._rvm_em_update(U, None, mackay=True)
+    s = torch.exp(m.log_s.detach())
+    assert torch.allclose(s[:10], torch.full((10,), 1.0 / (0.09 + 0.5), dtype=s.dtype))
+    assert torch.allclose(s[10:], torch.full((20,), 0.9 / 0.09, dtype=s.dtype))

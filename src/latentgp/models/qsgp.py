@@ -948,7 +948,9 @@ class QSGP(GPModel):
           re-estimate, as in Tipping's RVM), capped at ``RVM_MAX_PRECISION``.  Its fixed
           points are em's (``s (mu^2 + Sigma) = 1`` either way), but it moves ``s_i``
           by the factor ``gamma_i / (s_i mu_i^2)`` per update instead of at most
-          ``+|phi_i|^2 / sigma^2``, so pruned weights leave in far fewer steps.
+          ``+|phi_i|^2 / sigma^2``, so pruned weights leave in far fewer steps.  Rows
+          with ``gamma_i <= 0`` (a not yet converged q with ``Sigma_ii >= 1 / s_i``) take
+          em's update instead of collapsing ``s_i`` to ~0.
         """
         k = self.k
         s_U = torch.exp(self.log_s.data[U])
@@ -964,11 +966,18 @@ class QSGP(GPModel):
         dense = self._column_values(U, cols, self.c_dense.data[U], craw)
         sigma = dense.square().sum(1) + torch.where(U >= k, torch.exp(2.0 * craw), 0.0)
         mu2 = self.mu.data[U] ** 2
+        log_s_em = -torch.log(mu2 + sigma)
         if not mackay:
-            self.log_s.data[U] = -torch.log(mu2 + sigma)
+            self.log_s.data[U] = log_s_em
             return
-        gamma = (1.0 - s_U * sigma).clamp_min(torch.finfo(sigma.dtype).tiny)
-        log_s = torch.log(gamma) - torch.log(mu2.clamp_min(torch.finfo(mu2.dtype).tiny))
+        # gamma_i <= 0 means Sigma_ii >= 1 / s_i: a posterior variance above the prior's,
+        # which q can hold only before it has converged.  MacKay's formula would then send
+        # s_i to ~0 (and the weight's prior variance to ~inf); em's update has the same
+        # fixed point and is always finite, so those rows take it instead.
+        gamma = 1.0 - s_U * sigma
+        tiny = torch.finfo(sigma.dtype).tiny
+        log_s = torch.log(gamma.clamp_min(tiny)) - torch.log(mu2.clamp_min(tiny))
+        log_s = torch.where(gamma > 0, log_s, log_s_em)
         self.log_s.data[U] = log_s.clamp_max(math.log(RVM_MAX_PRECISION))
 
     @staticmethod
