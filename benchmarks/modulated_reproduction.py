@@ -118,6 +118,7 @@ def run_toys(args) -> None:
                 model.fit(Xs, ytr, max_steps=args.toy_steps, lr=0.005, batch_size=len(ytr), seed=0)
             sec = time.perf_counter() - t0
             row = {"toy": toy, "model": name, "steps": args.toy_steps, "seconds": sec,
+                   "load1": os.getloadavg()[0],
                    "nll_exact": -float(np.mean(model.log_predictive_density(Xtes, yte))),
                    "nll_kde": kde_nll(model, Xtes, yte)}
             if name == "SLGP":
@@ -143,16 +144,32 @@ def run_toys(args) -> None:
 
 
 # -------------------------------------------------------------------------- UCI --
-def run_uci(args) -> None:
+def _uci_rows() -> list:
+    """UCI records of every shard: uci.json and any uci-<shard>.json."""
     rows = []
-    path = os.path.join(RAW, "uci.json")
+    for name in sorted(os.listdir(RAW)) if os.path.isdir(RAW) else []:
+        if name == "uci.json" or (name.startswith("uci-") and name.endswith(".json")):
+            rows += json.load(open(os.path.join(RAW, name)))["rows"]
+    return rows
+
+
+def run_uci(args) -> None:
+    """Fit every (dataset, split, model) not yet recorded at this budget.
+
+    With ``--shard S`` the records go to ``uci-S.json``, so that two processes (one per
+    core) can fill disjoint datasets or split ranges; the report merges every shard.
+    """
+    part = f"uci-{args.shard}" if args.shard else "uci"
+    rows = []
+    path = os.path.join(RAW, f"{part}.json")
     if os.path.exists(path) and args.resume:
         rows = json.load(open(path))["rows"]
     # a record counts as done only at the same iteration budget, so that a longer run can
     # be added beside a shorter one (the report has one table per budget)
-    done = {(r["dataset"], r["model"], r["split"], r["steps"]) for r in rows}
+    done = {(r["dataset"], r["model"], r["split"], r["steps"])
+            for r in (_uci_rows() if args.resume else rows)}
     for ds_name in args.datasets.split(","):
-        for split in range(args.splits):
+        for split in range(args.first_split, args.splits):
             ds = lg.datasets.load(f"uci/{ds_name}", split)
             mx, sx = ds.X_train.mean(0), ds.X_train.std(0)
             sx = np.where(sx > 0, sx, 1.0)
@@ -170,10 +187,11 @@ def run_uci(args) -> None:
                 row = {"dataset": ds_name, "model": name, "split": split, "steps": args.steps,
                        "seconds": time.perf_counter() - t0,
                        "nll_exact": -float(np.mean(model.log_predictive_density(Xte, ds.y_test))),
-                       "nll_kde": kde_nll(model, Xte, ds.y_test, seed=split)}
+                       "nll_kde": kde_nll(model, Xte, ds.y_test, seed=split),
+                       "load1": os.getloadavg()[0], "samples": args.samples}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-                save_raw("uci", rows)
+                save_raw(part, rows)
 
 
 # ----------------------------------------------------------------------- digits --
@@ -240,9 +258,10 @@ def report() -> None:
     lines += [
         "Command: `nice -n 10 .venv/bin/python benchmarks/modulated_reproduction.py "
         "--parts <part> [options below]`, then `--report`.",
-        f"Machine: {mach['cores']} cores shared with other jobs (load average 10-22 from ~15 "
-        f"concurrent jobs during the runs, so seconds are not timings of the models), "
-        f"torch {mach['torch']}, `torch.set_num_threads(1)`, {mach['dtype']}, CPU.",
+        f"Machine: {mach['cores']} cores, torch {mach['torch']}, `torch.set_num_threads(1)`, "
+        f"{mach['dtype']}, CPU. Each section states the load the runs shared the machine "
+        "with; runs recorded before the 1-minute load average was logged ran beside ~15 other "
+        "jobs (load average 10-22), so their seconds are not timings of the models.",
         "",
         "All NLLs are in the targets' original units. *exact* = `-mean log p(y*|x*)` from the "
         "models' predictive mixtures (Gauss-Hermite in w for SHGP/SVHGP, T Gaussians for SMGP, "
@@ -256,7 +275,7 @@ def report() -> None:
                   f"M = 50, full batch, Adam lr 0.005, **{rows[0]['steps']} steps** (seed: "
                   "10,000), SMGP T = 4, SLGP beta = 0.01, d_w = 1, S = "
                   f"{toys['argv'] and _arg(toys['argv'], '--samples', 10)} samples. Inputs "
-                  "z-scored; targets standardised internally.", "",
+                  "z-scored; targets standardised internally. " + _load_text(rows), "",
                   "| toy | model | test NLL exact | test NLL KDE | seconds |",
                   "|---|---|---|---|---|"]
         for r in rows:
@@ -291,17 +310,23 @@ def report() -> None:
             lines += ["", f"![{toy}](modulated_toy_{toy}.png)"]
         lines += ["", "Heat map: sqrt of the predictive density p(y|x) (exact mixture); red: "
                   "predictive mean ± 2 sd; black: training data.", ""]
-    budgets = sorted({r["steps"] for r in uci["rows"]}, reverse=True) if uci else []
+    uci_rows = _uci_rows()
+    budgets = sorted({r["steps"] for r in uci_rows}, reverse=True)
     for steps in budgets:
-        rows = [r for r in uci["rows"] if r["steps"] == steps]
-        nsplit = len({r["split"] for r in rows})
+        rows = [r for r in uci_rows if r["steps"] == steps]
+        split_ids = sorted({r["split"] for r in rows})
+        split_text = (f"{split_ids[0]}..{split_ids[-1]}"
+                      if split_ids == list(range(split_ids[0], split_ids[-1] + 1))
+                      else ", ".join(map(str, split_ids)))
+        samples = rows[0].get("samples") or (uci and _arg(uci["argv"], "--samples", 10))
         lines += [f"## UCI, seed Table 3 ({steps} iterations)", "",
                   f"Protocol: standardised inputs, M = 100 by k-means, Adam lr 0.005, batch 512, "
-                  f"**{steps} iterations** (seed: up to 20,000), **splits 0..{nsplit - 1} of the "
+                  f"**{steps} iterations** (seed: up to 20,000), **splits {split_text} of the "
                   "fixed 90/10 splits in the data home** (seed: 10 random splits), SMGP T = 4, "
                   "SLGP beta = the seed's best per dataset, d_w = 1, S = "
-                  f"{_arg(uci['argv'], '--samples', 10)} importance / gating samples. "
-                  "Entries: mean±std over splits (one split: the value).", ""]
+                  f"{samples} importance / gating samples. "
+                  "Entries: mean±std over splits (one split: the value; – not run). "
+                  + _load_text(rows), ""]
         hdr = "| model | " + " | ".join(UCI_SETS) + " |"
         lines += [hdr, "|---" * (len(UCI_SETS) + 1) + "|"]
         for name in MODELS:
@@ -355,6 +380,15 @@ def report() -> None:
     print("wrote", os.path.join(OUT, "modulated.md"))
 
 
+def _load_text(rows) -> str:
+    """One sentence on the machine load the rows were measured under."""
+    loads = [r["load1"] for r in rows if "load1" in r]
+    if not loads:
+        return "Load: ~15 concurrent jobs (load average 10-22); seconds are not model timings."
+    return (f"1-minute load average during these runs {min(loads):.1f}-{max(loads):.1f} "
+            "on the 2 cores.")
+
+
 def _arg(argv, flag, default):
     return argv[argv.index(flag) + 1] if flag in argv else default
 
@@ -366,7 +400,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=1000, help="UCI iterations")
     p.add_argument("--toy-steps", type=int, default=2000)
     p.add_argument("--digit-steps", type=int, default=1500)
-    p.add_argument("--splits", type=int, default=2)
+    p.add_argument("--splits", type=int, default=2, help="UCI: run splits up to this one")
+    p.add_argument("--first-split", type=int, default=0, help="UCI: first split to run")
+    p.add_argument("--shard", default="", help="UCI: write to uci-<shard>.json")
     p.add_argument("--samples", type=int, default=10, help="S for SMGP / SLGP")
     p.add_argument("--datasets", default=",".join(UCI_SETS))
     p.add_argument("--models", default=",".join(MODELS))
