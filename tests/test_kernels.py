@@ -142,3 +142,29 @@ def test_rbf_cross_covariance_product_form_matches_distance_form(batch):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
     Xg = X.clone().requires_grad_(True)
     torch.autograd.gradcheck(lambda x: k(x, Z), (Xg,))
+
+
+@pytest.mark.parametrize("cls", [K.RBF, K.Matern12, K.Matern52])
+def test_one_far_row_does_not_change_the_other_rows(cls):
+    """The distance form centres its inputs; a far-away row (a test point at 1e17, such as
+    an unseen category value standardised by a round-off spread) must not move the centre
+    for the other rows.  With the old centre (the mean of the second argument) every
+    entry of k(Z, X) lost all precision and SVGP predictions of a whole chunk were off."""
+    g = torch.Generator().manual_seed(3)
+    Z = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    X = torch.randn(9, 3, generator=g, dtype=torch.float64)
+    far = X.clone()
+    far[4, 1] = 1e17
+    k = _build(cls(lengthscale=[0.7, 1.3, 0.9], variance=1.7))
+    keep = [0, 1, 2, 3, 5, 6, 7, 8]
+    ls = torch.tensor([0.7, 1.3, 0.9], dtype=torch.float64)
+    exact = 1.7 * torch.exp(-0.5 * _r(X, Z, ls) ** 2)
+    for a, b in [(Z, far), (far, Z)]:
+        kzx = k(a, b)
+        kzx = kzx if a is Z else kzx.mT
+        torch.testing.assert_close(kzx[:, keep], k(Z, X)[:, keep], rtol=1e-12, atol=1e-14)
+        assert bool((kzx[:, 4] == 0).all())
+    sym = k(far)
+    torch.testing.assert_close(sym[keep][:, keep], k(X)[keep][:, keep], rtol=1e-12, atol=1e-14)
+    if cls is K.RBF:
+        torch.testing.assert_close(k(Z, X), exact.mT, rtol=1e-12, atol=1e-14)

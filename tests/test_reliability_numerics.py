@@ -314,3 +314,70 @@ def test_input_units_of_shards_equal_units_of_full_data():
     for got in out:
         torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
     assert out[0][1] == 1.0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: lg.SVGP(num_inducing=15),
+        lambda: lg.ExactGP(),
+        lambda: lg.SparseGP(method="vfe", num_inducing=15),
+        lambda: lg.SparseGP(method="fitc", num_inducing=15),
+    ],
+    ids=["svgp", "exact", "vfe", "fitc"],
+)
+def test_a_far_test_point_does_not_change_the_other_predictions(make):
+    """One test row far outside the data (here 1e17 in one column: what standardising a
+    category value unseen in training by a round-off spread gives) is predicted at the
+    prior, and every other row in its prediction chunk keeps its prediction.  Before the
+    kernels centred on a median, that row ruined a 2,048-row chunk of keggdirected."""
+    X, y = _data(n=60, d=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = make().fit(X, y, max_steps=15, seed=0)
+    rng = np.random.default_rng(1)
+    Xt = rng.uniform(-2, 2, size=(8, 3))
+    far = Xt.copy()
+    far[5, 2] = 1e17
+    m0, v0 = model.predict_y(Xt)
+    m1, v1 = model.predict_y(far)
+    keep = np.arange(8) != 5
+    np.testing.assert_allclose(m1[keep], m0[keep], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(v1[keep], v0[keep], rtol=1e-9, atol=1e-12)
+    assert np.isfinite(m1[5]) and np.isfinite(v1[5])
+
+
+def test_round_off_spread_counts_as_constant():
+    """A constant column's computed standard deviation is round-off (3e-21 for 44,000
+    copies of -2.048e-05, as in keggdirected split 2), not zero.  It must count as
+    constant: unit 1 for the inputs (not a 1e-20 lengthscale that sends every unseen value
+    to the prior), and no 1e16-fold blow-up of constant targets."""
+    from latentgp.parameters import column_unit
+
+    col = torch.full((44_000,), -2.048e-05, dtype=torch.float64)
+    assert float(col.std()) > 0  # round-off: the case being tested
+    X = torch.stack([col, torch.linspace(0, 1, 44_000, dtype=torch.float64)], 1)
+    unit = column_unit(X)
+    assert float(unit[0]) == 1.0 and abs(float(unit[1]) / float(X[:, 1].std()) - 1) < 1e-12
+    rng = np.random.default_rng(0)
+    Xs = np.c_[np.full(200, -2.048e-05), rng.uniform(-1, 1, 200)]
+    ys = np.sin(3 * Xs[:, 1]) + 0.1 * rng.normal(size=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = lg.SVGP(num_inducing=10).fit(Xs, ys, max_steps=50, seed=0)
+    # an unseen value of the constant column, 1 unit away, damps the prediction by a
+    # unit shift under a lengthscale of order sqrt(D); it does not flatten it to the
+    # prior mean (what a 1e-20 lengthscale did)
+    base = np.c_[np.full(5, -2.048e-05), np.linspace(-0.8, 0.8, 5)]
+    moved = base.copy()
+    moved[:, 0] = 0.99998
+    m0, _ = model.predict_y(base)
+    m1, _ = model.predict_y(moved)
+    assert np.corrcoef(m0, m1)[0, 1] > 0.9
+    assert np.std(m1) > 0.2 * np.std(m0)
+    yc = np.full(50, 3.7)
+    const = lg.SVGP(num_inducing=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        const.fit(np.linspace(0, 1, 50)[:, None], yc, max_steps=5, seed=0)
+    assert float(const.y_scale[0]) == 1.0

@@ -39,8 +39,13 @@ LOG_2PI = math.log(2.0 * math.pi)
 
 
 def column_unit(X: torch.Tensor) -> torch.Tensor:
-    """``(D,)`` unit of each input column: its standard deviation (1 where it is zero or
-    there is a single row).
+    """``(D,)`` unit of each input column: its standard deviation (1 where the column is
+    constant or there is a single row).
+
+    A constant column's computed deviation is round-off, not zero (3e-21 for a column of
+    -2.048e-05 in 44,000 rows); a spread below ``1e-13`` of the column's mean magnitude
+    counts as constant, so such a column does not get a lengthscale of 1e-20 that makes
+    any unseen value in it send the prediction to the prior.
 
     Parameters that live in input units (inducing inputs, lengthscales, periods) are
     stored divided by this unit, so an optimiser's steps are in proportion to the spread
@@ -48,8 +53,18 @@ def column_unit(X: torch.Tensor) -> torch.Tensor:
     """
     if X.shape[0] < 2:
         return torch.ones(X.shape[-1], dtype=X.dtype, device=X.device)
-    sd = X.std(0)
-    ok = torch.isfinite(sd) & (sd > 0)
+    return spread_unit(X.std(0), X.mean(0))
+
+
+#: a column whose standard deviation is below this fraction of its mean's magnitude is
+#: constant up to round-off (float64 round-off gives ~1e-16)
+_CONSTANT_RTOL = 1e-13
+
+
+def spread_unit(sd: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+    """Units from per-column standard deviations ``sd`` and means ``mean``: ``sd`` where
+    the column varies, 1 where it is constant up to round-off (or ``sd`` is not finite)."""
+    ok = torch.isfinite(sd) & (sd > _CONSTANT_RTOL * mean.abs())
     return torch.where(ok, sd, torch.ones_like(sd))
 
 
@@ -64,8 +79,7 @@ def sharded_column_unit(X: torch.Tensor, total: Callable[[torch.Tensor], torch.T
         return torch.ones(X.shape[-1], dtype=X.dtype, device=X.device)
     mean = total(X.sum(0)) / n
     sd = (total(((X - mean) ** 2).sum(0)) / (n - 1)).sqrt()
-    ok = torch.isfinite(sd) & (sd > 0)
-    return torch.where(ok, sd, torch.ones_like(sd))
+    return spread_unit(sd, mean)
 
 
 def adopt_input_unit(module: torch.nn.Module, unit: torch.Tensor) -> None:

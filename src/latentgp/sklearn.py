@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import likelihoods as L
 from .models import SVGP, ExactGP
+from .parameters import spread_unit
 from .validation import check_positive_float, check_positive_int
 
 __all__ = ["GPRegressor", "GPClassifier", "GPCountRegressor"]
@@ -33,8 +34,8 @@ class _GPBase(BaseEstimator):
 
     def _standardise_fit(self, X: np.ndarray) -> np.ndarray:
         self.x_mean_ = X.mean(0)
-        sd = X.std(0)
-        self.x_scale_ = np.where(sd > 0, sd, 1.0)
+        sd, mean = torch.as_tensor(X.std(0)), torch.as_tensor(self.x_mean_)
+        self.x_scale_ = spread_unit(sd, mean).numpy()
         return (X - self.x_mean_) / self.x_scale_
 
     def _standardise(self, X: np.ndarray) -> np.ndarray:

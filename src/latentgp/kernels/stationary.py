@@ -3,7 +3,10 @@
 All share the scaled squared distance
 ``r^2(x, z) = sum_d (x_d - z_d)^2 / l_d^2``
 computed with one matrix product, ``|x|^2 - 2 x.z + |z|^2`` (clamped at zero), on
-inputs centred first to limit cancellation.
+inputs centred first to limit cancellation.  The centre is the coordinate-wise median of
+the rows of both arguments, held constant for autograd (the distance does not depend on
+it): a mean would let one far-away row (a test point at 1e17) move the centre of a whole
+prediction chunk and wipe out the precision of every other row's distances.
 """
 
 from __future__ import annotations
@@ -14,6 +17,32 @@ import torch
 
 from ..parameters import column_unit, inv_softplus, positive_parameter, softplus
 from .base import Kernel, register
+
+#: rows of each argument that the centre's median looks at (evenly strided)
+_CENTRE_ROWS = 1024
+
+
+def centre(Xs: torch.Tensor, Zs: torch.Tensor | None = None) -> torch.Tensor:
+    """Centre ``(*batch, 1, D)`` for the distance form: the coordinate-wise median of the
+    rows of ``Xs`` ``(..., N, D)`` and ``Zs`` ``(..., M, D)``, detached.
+
+    Any point works in exact arithmetic; the median stays among the bulk of the rows, so
+    a minority of extreme rows costs precision only in their own (negligible) kernel
+    values, never in the other rows'.  It is taken over at most ``_CENTRE_ROWS`` evenly
+    strided rows of each argument, so its cost stays far below the distance product's.
+    """
+    with torch.no_grad():
+        rows = [
+            A[..., :: max(1, -(-A.shape[-2] // _CENTRE_ROWS)), :]
+            for A in (Xs, Zs)
+            if A is not None and A.shape[-2] > 0
+        ]
+        if not rows:  # no rows at all: nothing to centre
+            return torch.zeros_like(Xs[..., :1, :])
+        if len(rows) == 2:
+            batch = torch.broadcast_shapes(rows[0].shape[:-2], rows[1].shape[:-2])
+            rows = [A.expand(*batch, *A.shape[-2:]) for A in rows]
+        return torch.cat(rows, -2).median(-2, keepdim=True).values
 
 
 def scaled_sqdist(X: torch.Tensor, Z: torch.Tensor | None, lengthscale: torch.Tensor):
@@ -31,15 +60,14 @@ def scaled_sqdist(X: torch.Tensor, Z: torch.Tensor | None, lengthscale: torch.Te
     ls = lengthscale[..., None, :]
     Xs = X / ls
     if Z is None:
-        c = Xs.mean(-2, keepdim=True)
-        Xs = Xs - c
+        Xs = Xs - centre(Xs)
         x2 = (Xs * Xs).sum(-1)
         d = x2[..., :, None] + x2[..., None, :] - 2.0 * Xs @ Xs.mT
         d = d.clamp_min(0.0)
         n = d.shape[-1]
         return d * (1.0 - torch.eye(n, dtype=d.dtype, device=d.device))
     Zs = Z / ls
-    c = Zs.mean(-2, keepdim=True)
+    c = centre(Xs, Zs)
     Xs, Zs = Xs - c, Zs - c
     x2 = (Xs * Xs).sum(-1)
     z2 = (Zs * Zs).sum(-1)
@@ -207,7 +235,7 @@ class RBF(Stationary):
         self._check_built()
         ls = self.lengthscale[..., None, :]
         Xs, Zs = X / ls, Z / ls
-        c = Zs.mean(-2, keepdim=True)
+        c = centre(Xs, Zs)
         Xs, Zs = Xs - c, Zs - c
         log_var = self.variance.log()[..., None, None]
         x2 = (Xs * Xs).sum(-1, keepdim=True)

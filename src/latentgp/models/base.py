@@ -27,6 +27,7 @@ from ..config import default_dtype, get_config
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Likelihood, likelihood_from_config, likelihood_from_name
 from ..linalg import JitterWarning
+from ..parameters import spread_unit
 from ..training import fit as train
 from ..validation import check_inputs, check_positive_int, check_targets
 
@@ -303,7 +304,7 @@ class GPModel(nn.Module):
                 y2 = yt.reshape(N, -1)
                 self.y_mean.copy_(y2.mean(0))
                 sd = y2.std(0) if N > 1 else torch.ones_like(self.y_scale)
-                self.y_scale.copy_(torch.where(sd > 0, sd, torch.ones_like(sd)))
+                self.y_scale.copy_(spread_unit(sd, y2.mean(0)))
         self._validate_sizes(N)
         ys = self._scale_y(yt)
         if first:

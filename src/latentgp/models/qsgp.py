@@ -81,7 +81,7 @@ from ..kernels import Kernel
 from ..kernels.features import SPECTRAL_DOF, RandomFourierFeatures
 from ..likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
 from ..linalg import cholesky, solve_lower
-from ..parameters import LOG_2PI
+from ..parameters import LOG_2PI, spread_unit
 from ..training import distributed as D
 from ..training.fit import check_optimizer_kwargs
 from ..training.loop import Sampler, StepTask, run_loop, total_steps
@@ -777,7 +777,7 @@ class QSGP(GPModel):
             if self._uses_scaling():
                 self.y_mean.copy_(yt.mean().reshape(1))
                 sd = yt.std() if N > 1 else torch.ones(())
-                self.y_scale.copy_(torch.where(sd > 0, sd, torch.ones_like(sd)).reshape(1))
+                self.y_scale.copy_(spread_unit(sd, yt.mean()).reshape(1))
         ys = self._scale_y(yt)
         if seed is not None:
             torch.manual_seed(seed)
