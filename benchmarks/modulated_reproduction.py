@@ -107,8 +107,9 @@ def run_toys(args) -> None:
     os.makedirs(os.path.join(RAW, "toys"), exist_ok=True)
     for toy in ["heteroscedastic", "step", "moons", "data_assoc"]:
         Xtr, ytr, Xte, yte = toy_data(toy)
-        mx, sx = Xtr.mean(0), Xtr.std(0)
-        Xs, Xtes = (Xtr - mx) / sx, (Xte - mx) / sx
+        s = lg.datasets.Standardizer().fit(Xtr)
+        mx, sx = s.mean_, s.scale_
+        Xs, Xtes = s.transform(Xtr), s.transform(Xte)
         for name in ["SGP", "SHGP", "SMGP", "SLGP"]:
             torch.manual_seed(0)
             model = build(name, 50, toy=True, S=args.samples)
@@ -171,9 +172,8 @@ def run_uci(args) -> None:
     for ds_name in args.datasets.split(","):
         for split in range(args.first_split, args.splits):
             ds = lg.datasets.load(f"uci/{ds_name}", split)
-            mx, sx = ds.X_train.mean(0), ds.X_train.std(0)
-            sx = np.where(sx > 0, sx, 1.0)
-            Xtr, Xte = (ds.X_train - mx) / sx, (ds.X_test - mx) / sx
+            s = lg.datasets.Standardizer().fit(ds.X_train)
+            Xtr, Xte = s.transform(ds.X_train), s.transform(ds.X_test)
             for name in args.models.split(","):
                 if (ds_name, name, split, args.steps) in done:
                     continue

@@ -301,10 +301,9 @@ def run_uci(datasets: list[str], splits: list[int], Ms: list[int], gpflow: bool)
     for name in datasets:
         for split in splits:
             ds = lg.datasets.load(f"uci/{name}", split=split)
-            xm, xs = ds.X_train.mean(0), ds.X_train.std(0)
-            xs = np.where(xs > 0, xs, 1.0)
+            sx = lg.datasets.Standardizer().fit(ds.X_train)
             ym, ysd = ds.y_train.mean(), ds.y_train.std()
-            Xtr, Xte = (ds.X_train - xm) / xs, (ds.X_test - xm) / xs
+            Xtr, Xte = sx.transform(ds.X_train), sx.transform(ds.X_test)
             ytr, yte = (ds.y_train - ym) / ysd, (ds.y_test - ym) / ysd
             N, D = Xtr.shape
             init = {"lengthscale": math.sqrt(D), "variance": 1.0, "noise": 0.1}

@@ -290,20 +290,26 @@ def test_input_units_of_shards_equal_units_of_full_data():
     g = torch.Generator().manual_seed(0)
     X = torch.randn(101, 3, generator=g, dtype=torch.float64) * torch.tensor([1e-6, 1.0, 1e6])
     X[:, 1] = 5.0  # constant column: unit 1
+    X[:, 2] = X[:, 2] + 3e9  # a spread of 1e6 on top of 3e9: varies (range 2e-3 of max)
     shards = [X[:40], X[40:41], X[41:]]
     slots: list = [None] * len(shards)
     barrier = threading.Barrier(len(shards))
     out: list = [None] * len(shards)
 
     def process(rank):
-        def total(t):
-            slots[rank] = t
-            barrier.wait()
-            summed = sum(slots[1:], slots[0].clone())
-            barrier.wait()
-            return summed
+        def reducer(combine):
+            def reduce(t):
+                slots[rank] = t
+                barrier.wait()
+                result = combine(slots)
+                barrier.wait()
+                return result
 
-        out[rank] = sharded_column_unit(shards[rank], total)
+            return reduce
+
+        total = reducer(lambda ts: sum(ts[1:], ts[0].clone()))
+        maximum = reducer(lambda ts: torch.stack(ts).amax(0))
+        out[rank] = sharded_column_unit(shards[rank], total, maximum)
 
     threads = [threading.Thread(target=process, args=(r,)) for r in range(len(shards))]
     for t in threads:
@@ -381,3 +387,23 @@ def test_round_off_spread_counts_as_constant():
         warnings.simplefilter("ignore")
         const.fit(np.linspace(0, 1, 50)[:, None], yc, max_steps=5, seed=0)
     assert float(const.y_scale[0]) == 1.0
+
+
+def test_constancy_is_read_from_the_range_not_from_the_deviation():
+    """The computed deviation of a constant column is the summation error of its mean and
+    grows with N (torch and numpy differ); the range is exact.  Both the model's units and
+    the data Standardizer must call such a column constant, and both must keep a column
+    with a genuinely small relative spread."""
+    from latentgp.data import Standardizer
+    from latentgp.parameters import column_unit
+
+    rng = np.random.default_rng(0)
+    n = 43_944  # keggdirected split 2's training rows
+    col = np.full(n, -2.048e-05)
+    assert np.std(col) > 0  # round-off (torch: 0 or 6.8e-21, by thread count)
+    unit = column_unit(torch.as_tensor(col)[:, None])
+    assert unit[0] == 1.0
+    X = np.c_[col, 7.0 + 1e-9 * rng.normal(size=n)]
+    scale = Standardizer().fit(X).scale_
+    assert scale[0] == 1.0 and abs(scale[1] / 1e-9 - 1) < 0.01
+    assert abs(float(column_unit(torch.as_tensor(X))[1]) / 1e-9 - 1) < 0.01

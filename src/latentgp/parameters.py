@@ -12,6 +12,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from .data.standardize import column_varies
+
 
 def softplus(raw: torch.Tensor, lower: float = 0.0) -> torch.Tensor:
     """``log(1 + exp(raw)) + lower``."""
@@ -42,44 +44,49 @@ def column_unit(X: torch.Tensor) -> torch.Tensor:
     """``(D,)`` unit of each input column: its standard deviation (1 where the column is
     constant or there is a single row).
 
-    A constant column's computed deviation is round-off, not zero (3e-21 for a column of
-    -2.048e-05 in 44,000 rows); a spread below ``1e-13`` of the column's mean magnitude
-    counts as constant, so such a column does not get a lengthscale of 1e-20 that makes
-    any unseen value in it send the prediction to the prior.
-
     Parameters that live in input units (inducing inputs, lengthscales, periods) are
     stored divided by this unit, so an optimiser's steps are in proportion to the spread
     of the data: training on ``X * c`` then takes the same raw steps as on ``X``.
     """
     if X.shape[0] < 2:
         return torch.ones(X.shape[-1], dtype=X.dtype, device=X.device)
-    return spread_unit(X.std(0), X.mean(0))
+    return spread_unit(X.std(0), X.amin(0), X.amax(0))
 
 
-#: a column whose standard deviation is below this fraction of its mean's magnitude is
-#: constant up to round-off (float64 round-off gives ~1e-16)
-_CONSTANT_RTOL = 1e-13
+def spread_unit(sd: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """Per-column units: the standard deviation ``sd`` where the column varies, 1 where
+    it is constant (or ``sd`` is not finite).
 
-
-def spread_unit(sd: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
-    """Units from per-column standard deviations ``sd`` and means ``mean``: ``sd`` where
-    the column varies, 1 where it is constant up to round-off (or ``sd`` is not finite)."""
-    ok = torch.isfinite(sd) & (sd > _CONSTANT_RTOL * mean.abs())
+    Constancy is read from the column's range ``[lo, hi]``
+    (:func:`latentgp.data.standardize.column_varies`, the rule the data ``Standardizer``
+    uses too): a round-off deviation taken for a spread gave a constant column of
+    keggdirected split 2 a unit of ~1e-20, so that any unseen value of it sent the
+    prediction to the prior.
+    """
+    ok = torch.isfinite(sd) & (sd > 0) & column_varies(lo, hi)
     return torch.where(ok, sd, torch.ones_like(sd))
 
 
-def sharded_column_unit(X: torch.Tensor, total: Callable[[torch.Tensor], torch.Tensor]):
+def sharded_column_unit(
+    X: torch.Tensor,
+    total: Callable[[torch.Tensor], torch.Tensor],
+    maximum: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
     """:func:`column_unit` of the rows of all processes, each holding a shard ``X``.
 
-    ``total(t)`` sums a tensor over the processes (an all-reduce).  Two passes (mean, then
-    squared deviations) as in ``torch.std``, so a sharded run uses the unit of the full data.
+    ``total(t)`` sums a tensor over the processes and ``maximum(t)`` takes its elementwise
+    maximum (all-reduces).  Two passes (mean, then squared deviations) as in
+    ``torch.std``, so a sharded run uses the unit of the full data.
     """
     n = total(torch.tensor([float(X.shape[0])], dtype=X.dtype, device=X.device))
     if float(n) < 2:
         return torch.ones(X.shape[-1], dtype=X.dtype, device=X.device)
     mean = total(X.sum(0)) / n
     sd = (total(((X - mean) ** 2).sum(0)) / (n - 1)).sqrt()
-    return spread_unit(sd, mean)
+    big = torch.full((X.shape[-1],), -torch.inf, dtype=X.dtype, device=X.device)
+    hi = maximum(X.amax(0) if X.shape[0] else big)
+    lo = -maximum(-X.amin(0) if X.shape[0] else big)
+    return spread_unit(sd, lo, hi)
 
 
 def adopt_input_unit(module: torch.nn.Module, unit: torch.Tensor) -> None:

@@ -34,8 +34,8 @@ class _GPBase(BaseEstimator):
 
     def _standardise_fit(self, X: np.ndarray) -> np.ndarray:
         self.x_mean_ = X.mean(0)
-        sd, mean = torch.as_tensor(X.std(0)), torch.as_tensor(self.x_mean_)
-        self.x_scale_ = spread_unit(sd, mean).numpy()
+        T = torch.as_tensor
+        self.x_scale_ = spread_unit(T(X.std(0)), T(X.min(0)), T(X.max(0))).numpy()
         return (X - self.x_mean_) / self.x_scale_
 
     def _standardise(self, X: np.ndarray) -> np.ndarray:

@@ -304,7 +304,7 @@ class GPModel(nn.Module):
                 y2 = yt.reshape(N, -1)
                 self.y_mean.copy_(y2.mean(0))
                 sd = y2.std(0) if N > 1 else torch.ones_like(self.y_scale)
-                self.y_scale.copy_(spread_unit(sd, y2.mean(0)))
+                self.y_scale.copy_(spread_unit(sd, y2.amin(0), y2.amax(0)))
         self._validate_sizes(N)
         ys = self._scale_y(yt)
         if first:

@@ -777,7 +777,7 @@ class QSGP(GPModel):
             if self._uses_scaling():
                 self.y_mean.copy_(yt.mean().reshape(1))
                 sd = yt.std() if N > 1 else torch.ones(())
-                self.y_scale.copy_(spread_unit(sd, yt.mean()).reshape(1))
+                self.y_scale.copy_(spread_unit(sd, yt.amin(), yt.amax()).reshape(1))
         ys = self._scale_y(yt)
         if seed is not None:
             torch.manual_seed(seed)

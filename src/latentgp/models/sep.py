@@ -113,6 +113,10 @@ class _Reducer:
     def __call__(self, t: torch.Tensor) -> torch.Tensor:
         return t
 
+    def maximum(self, t: torch.Tensor) -> torch.Tensor:
+        """Elementwise maximum over processes."""
+        return t
+
 
 class _AllReduce(_Reducer):
     def __init__(self, group) -> None:
@@ -125,6 +129,11 @@ class _AllReduce(_Reducer):
     def __call__(self, t: torch.Tensor) -> torch.Tensor:
         t = t.clone()
         self.dist.all_reduce(t, op=self.dist.ReduceOp.SUM, group=self.group)
+        return t
+
+    def maximum(self, t: torch.Tensor) -> torch.Tensor:
+        t = t.clone()
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.group)
         return t
 
     def broadcast_module(self, module: torch.nn.Module) -> None:
@@ -632,7 +641,7 @@ class SEP(InducingEPClassifier):
         Xt, ypm = self._prepare_sites(X, y, seed)
         if isinstance(reduce, _AllReduce) and not replicated:
             if fresh:  # input units of the full data, not of this process's shard
-                adopt_input_unit(self, sharded_column_unit(Xt, reduce))
+                adopt_input_unit(self, sharded_column_unit(Xt, reduce, reduce.maximum))
             reduce.broadcast_module(self)
         elif replicated:
             D.broadcast_state(self)
