@@ -83,9 +83,9 @@ def sharded_column_unit(
         return torch.ones(X.shape[-1], dtype=X.dtype, device=X.device)
     mean = total(X.sum(0)) / n
     sd = (total(((X - mean) ** 2).sum(0)) / (n - 1)).sqrt()
-    big = torch.full((X.shape[-1],), -torch.inf, dtype=X.dtype, device=X.device)
-    hi = maximum(X.amax(0) if X.shape[0] else big)
-    lo = -maximum(-X.amin(0) if X.shape[0] else big)
+    none = torch.full((X.shape[-1],), -torch.inf, dtype=X.dtype, device=X.device)  # empty shard
+    hi = maximum(X.amax(0) if X.shape[0] else none)
+    lo = -maximum(-X.amin(0) if X.shape[0] else none)
     return spread_unit(sd, lo, hi)
 
 
