@@ -191,7 +191,10 @@ def run_loop(
     tol, patience: stop when the relative change of the per-epoch mean objective stays
         below ``tol`` for ``patience`` epochs.
     callbacks: each called after every step with a dict (step, epoch, objective, model,
-        seconds); returning True stops training.
+        seconds); returning True stops training.  A callback with a ``finish(info)``
+        method has it called once when training ends (not when interrupted); a string it
+        returns is added to ``history.events``
+        (:class:`~latentgp.training.EarlyStopping` restores its best parameters there).
     model: what callbacks receive as ``info["model"]``.
     objective_offset: added to the task's objective for the history and callbacks.
     objective_scale: the bar shows ``(objective + offset) * objective_scale`` (e.g. 1 / N).
@@ -332,6 +335,15 @@ def run_loop(
         history.seconds = time.perf_counter() - t0
     if not history.stopped:
         history.stopped = "step budget reached"
-    if checkpoint is not None and not history.stopped.startswith("interrupted"):
-        write_checkpoint()
+    if not history.stopped.startswith("interrupted"):
+        # callbacks with a finish hook (EarlyStopping restores its best parameters)
+        last = {"step": step, "epoch": step / steps_per_epoch, "model": model,
+                "seconds": history.seconds}
+        for cb in callbacks:
+            finish = getattr(cb, "finish", None)
+            message = finish(last) if finish is not None else None
+            if message:
+                history.events.append(message)
+        if checkpoint is not None:
+            write_checkpoint()
     return history
