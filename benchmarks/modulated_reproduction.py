@@ -372,6 +372,42 @@ def report() -> None:
                 lines += [f"![digits d_w={dw}](modulated_digits_dw{dw}.png)", "",
                           f"Generated samples, SLGP d_w = {dw}: row = label 0..9, each image "
                           "the GP mean at one draw w ~ p(w|label), h ~ q(h|w) (noise-free).", ""]
+    diag = load("slgp_diagnostic")
+    if diag:
+        lines += ["## SLGP diagnostic: housing split 0 against training steps", "",
+                  "`benchmarks/slgp_diagnostic.py` (" + " ".join(diag["argv"][1:]) + "): the "
+                  "UCI protocol's SLGP (beta = 1, S = 5, full batch of 456), with the test and "
+                  "training NLL of the 200-draw predictive mixture, the noise variance nu_eps "
+                  "(original units; y sd "
+                  f"{diag['y_train_sd']:.2f}) and the median sd of p(w|x) at the test points.",
+                  "", "| step | test NLL | train NLL | nu_eps | p(w|x) sd | worst test point |",
+                  "|---|---|---|---|---|---|"]
+        for r in diag["rows"]:
+            lines.append(f"| {r['step']} | {r['test_nll']:.3f} | {r['train_nll']:.3f} | "
+                         f"{r['nu_eps']:.4f} | {r['pw_sd_median']:.4f} | "
+                         f"{r['worst_test_nll'][-1]:.1f} |")
+        by_k = diag.get("nll_by_predict_samples", {})
+        if by_k:
+            lines += ["", "Final test NLL against the number K of (w, h) draws in the predictive "
+                      "mixture: " + ", ".join(f"K = {int(k):,}: {v['test_nll']:.3f} (worst point "
+                                              f"{v['worst'][-1]:.1f})"
+                                              for k, v in by_k.items()) + ".", ""]
+    es = load("slgp_diagnostic_early_stop")
+    if es and es.get("early_stopping"):
+        info = es["early_stopping"]
+        final = es["nll_by_predict_samples"]
+        k200 = final.get("200") or final.get(200)
+        lines += ["### The same with early stopping", "",
+                  "`benchmarks/slgp_diagnostic.py " + " ".join(es["argv"][1:]) + "`: 10% of "
+                  f"the training split held out ({es['n_train']} points left to train on), "
+                  "`lg.training.EarlyStopping(every=250, patience=4)` on their log predictive "
+                  f"density. Training {info['stopped']} after {info['steps']} steps and "
+                  f"restored the parameters of step {info['best_step']}; their test NLL is "
+                  f"**{k200['test_nll']:.3f}** (200 draws; seed Table 3: "
+                  f"{SEED_TABLE3['SLGP']['housing']}), against "
+                  + (f"{diag['nll_by_predict_samples']['200']['test_nll']:.3f}"
+                     if diag and "200" in diag.get("nll_by_predict_samples", {}) else "–")
+                  + " after all 5,000 steps without it.", ""]
     notes_path = os.path.join(RAW, "notes.md")
     if os.path.exists(notes_path):
         lines += [open(notes_path).read()]

@@ -36,11 +36,23 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5000)
     ap.add_argument("--every", type=int, default=500)
     ap.add_argument("--samples", type=int, default=5)
+    ap.add_argument("--early-stop", action="store_true",
+                    help="hold out 10%% of the training split and stop on it "
+                         "(lg.training.EarlyStopping, every 250 steps, patience 4)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     ds = lg.datasets.load(f"uci/{args.dataset}", args.split)
     s = lg.datasets.Standardizer().fit(ds.X_train)
     Xtr, Xte = s.transform(ds.X_train), s.transform(ds.X_test)
+    ytr = ds.y_train
+    callbacks = []
+    stop = None
+    if args.early_stop:
+        perm = np.random.default_rng(args.split).permutation(len(Xtr))
+        hold, keep = perm[: len(Xtr) // 10], perm[len(Xtr) // 10 :]
+        stop = lg.training.EarlyStopping(Xtr[hold], ytr[hold], every=250, patience=4)
+        callbacks.append(stop)
+        Xtr, ytr = Xtr[keep], ytr[keep]
     torch.manual_seed(args.split)
     model = mr.build("SLGP", 100, args.dataset, S=args.samples)
     rows = []
@@ -52,7 +64,7 @@ def main() -> None:
         m = info["model"]
         with torch.no_grad():
             lpd_te = np.asarray(m.log_predictive_density(Xte, ds.y_test))
-            lpd_tr = np.asarray(m.log_predictive_density(Xtr, ds.y_train))
+            lpd_tr = np.asarray(m.log_predictive_density(Xtr, ytr))
             Xt = torch.as_tensor(Xte, dtype=torch.float64)
             _, var_p = m._w_prior(Xt)
             nu = float(m.likelihood.variance) * float(m.y_scale[0]) ** 2
@@ -67,8 +79,8 @@ def main() -> None:
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.fit(Xtr, ds.y_train, max_steps=args.steps, lr=0.005,
-                  batch_size=min(512, len(Xtr)), seed=args.split, callbacks=[record])
+        model.fit(Xtr, ytr, max_steps=args.steps, lr=0.005,
+                  batch_size=min(512, len(Xtr)), seed=args.split, callbacks=[record, *callbacks])
     # the predictive is a mixture over K (w, h) draws: does the final NLL depend on K?
     by_k = {}
     for K in (200, 2000, 20000):
@@ -77,9 +89,15 @@ def main() -> None:
         by_k[K] = {"test_nll": -float(lpd.mean()), "worst": sorted((-lpd).tolist())[-5:]}
         print(json.dumps({"K": K, **by_k[K]}), flush=True)
     out = {"argv": sys.argv, "seconds": time.perf_counter() - t0, "rows": rows,
-           "nll_by_predict_samples": by_k, "y_train_sd": float(ds.y_train.std())}
+           "nll_by_predict_samples": by_k, "y_train_sd": float(ds.y_train.std()),
+           "n_train": len(Xtr)}
+    if stop is not None:
+        out["early_stopping"] = {"best_step": stop.best_step, "scores": stop.scores,
+                                 "stopped": model.history_.stopped,
+                                 "steps": model.history_.steps}
+    name = "slgp_diagnostic_early_stop.json" if args.early_stop else "slgp_diagnostic.json"
     os.makedirs(mr.RAW, exist_ok=True)
-    with open(os.path.join(mr.RAW, "slgp_diagnostic.json"), "w") as fh:
+    with open(os.path.join(mr.RAW, name), "w") as fh:
         json.dump(out, fh, indent=1)
 
 
