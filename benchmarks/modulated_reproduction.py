@@ -401,7 +401,7 @@ def report() -> None:
                   "`benchmarks/slgp_diagnostic.py " + " ".join(es["argv"][1:]) + "`: 10% of "
                   f"the training split held out ({es['n_train']} points left to train on), "
                   "`lg.training.EarlyStopping(every=250, patience=4)` on their log predictive "
-                  f"density. Training {info['stopped']} after {info['steps']} steps and "
+                  f"density. Training stopped after {info['steps']} steps ({info['stopped']}) and "
                   f"restored the parameters of step {info['best_step']}; their test NLL is "
                   f"**{k200['test_nll']:.3f}** (200 draws; seed Table 3: "
                   f"{SEED_TABLE3['SLGP']['housing']}), against "
