@@ -4,8 +4,9 @@ Fits SLGP exactly as ``modulated_reproduction.py --parts uci`` does (housing, sp
 M = 100, beta = 1, S = 5, Adam lr 0.005, full batch) and every ``--every`` steps records
 the test and training NLL of the predictive mixture, the noise variance nu_eps, the
 mean predictive-component spread and the width of p(w|x) at the test points; at the end,
-the per-point test NLLs.  Output: JSON on stdout and docs/results/modulated_raw/
-slgp_diagnostic.json.
+the test NLL against the number of predictive draws.  Output: JSON lines on stdout,
+docs/results/modulated_raw/slgp_diagnostic[_early_stop].json, and the regenerated
+docs/results/modulated.md.
 
     .venv/bin/python benchmarks/slgp_diagnostic.py --steps 5000 --every 500
 """
@@ -39,7 +40,10 @@ def main() -> None:
     ap.add_argument("--early-stop", action="store_true",
                     help="hold out 10%% of the training split and stop on it "
                          "(lg.training.EarlyStopping, every 250 steps, patience 4)")
+    ap.add_argument("--quick", action="store_true", help="200 steps, a score every 100")
     args = ap.parse_args()
+    if args.quick:
+        args.steps, args.every = 200, 100
     torch.set_num_threads(1)
     ds = lg.datasets.load(f"uci/{args.dataset}", args.split)
     s = lg.datasets.Standardizer().fit(ds.X_train)
@@ -99,6 +103,7 @@ def main() -> None:
     os.makedirs(mr.RAW, exist_ok=True)
     with open(os.path.join(mr.RAW, name), "w") as fh:
         json.dump(out, fh, indent=1)
+    mr.report()  # the page shows the diagnostic beside the reproduction
 
 
 if __name__ == "__main__":

@@ -99,6 +99,13 @@ EXPERIMENTS: dict[str, Experiment] = {
             runs=((QUICK,), ("--report",)),
         ),
         Experiment(
+            "slgp_diagnostic",
+            "slgp_diagnostic.py",
+            "seed 003: SLGP on housing, test/train NLL and noise against steps "
+            "(--early-stop: with EarlyStopping)",
+            ("docs/results/modulated.md",),
+        ),
+        Experiment(
             "svgp_performance",
             "svgp_performance.py",
             "SVGP step time and accuracy against GPyTorch and GPflow",
