@@ -22,8 +22,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import likelihoods as L
+from .data.standardize import Standardizer
 from .models import SVGP, ExactGP
-from .parameters import spread_unit
 from .validation import check_positive_float, check_positive_int
 
 __all__ = ["GPRegressor", "GPClassifier", "GPCountRegressor"]
@@ -33,9 +33,8 @@ class _GPBase(BaseEstimator):
     """Shared fitting machinery (not public)."""
 
     def _standardise_fit(self, X: np.ndarray) -> np.ndarray:
-        self.x_mean_ = X.mean(0)
-        T = torch.as_tensor
-        self.x_scale_ = spread_unit(T(X.std(0)), T(X.min(0)), T(X.max(0))).numpy()
+        scaler = Standardizer().fit(X)
+        self.x_mean_, self.x_scale_ = scaler.mean_, scaler.scale_
         return (X - self.x_mean_) / self.x_scale_
 
     def _standardise(self, X: np.ndarray) -> np.ndarray:
