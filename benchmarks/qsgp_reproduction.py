@@ -156,7 +156,7 @@ def sinc_data(n: int, seed: int, noise: float = 0.1):
     return X, np.sinc(X[:, 0] / np.pi) + noise * rng.standard_normal(n)
 
 
-def qsrvm(n: int, rvm_update: str = "gradient") -> lg.QSGP:
+def qsrvm(n: int, rvm_update: str = "gradient", mean_step: str = "gradient") -> lg.QSGP:
     """The seed's QSRVM on n noisy-sinc points: chevron with 10 dense columns, m~ and the
     control variate's rank n / 2 (250 for n = 500)."""
     return lg.QSGP(
@@ -169,6 +169,7 @@ def qsrvm(n: int, rvm_update: str = "gradient") -> lg.QSGP:
         cv_rank=n // 2,
         closed_form_diagonal=False,
         rvm_update=rvm_update,
+        mean_step=mean_step,
     )
 
 
@@ -176,8 +177,24 @@ def run_rvm(args) -> dict:
     X, y = sinc_data(500, 0)
     Xs = np.linspace(-10, 10, 400)[:, None]
     t = time.perf_counter()
-    q = qsrvm(500, args.rvm_update)
-    q.fit(X, y, max_steps=args.rvm_steps, batch_size=100, lr=args.rvm_lr, seed=0, progress=False)
+    q = qsrvm(500, args.rvm_update, args.rvm_mean_step)
+    trace = []
+
+    def count(info):  # relevance vectors along the run
+        if info["step"] % max(1, args.rvm_steps // 20) == 0:
+            s = torch.exp(q.log_s.detach())
+            trace.append((info["step"], int((s < 1e4).sum()), int((s < 1e2).sum())))
+
+    q.fit(
+        X,
+        y,
+        max_steps=args.rvm_steps,
+        batch_size=100,
+        lr=args.rvm_lr,
+        seed=0,
+        progress=False,
+        callbacks=[count],
+    )
     mean, _ = q.predict_y(Xs)
     rv = q.relevance_vectors(1e4)
     s = np.exp(q.log_s.detach().numpy())
@@ -187,6 +204,8 @@ def run_rvm(args) -> dict:
         "rmse_to_sinc": float(np.sqrt(np.mean((mean - np.sinc(Xs[:, 0] / np.pi)) ** 2))),
         "steps": args.rvm_steps,
         "rvm_update": args.rvm_update,
+        "mean_step": args.rvm_mean_step,
+        "trace": trace,
         "lr": args.rvm_lr,
         "sec": time.perf_counter() - t,
         "noise_std": float(torch.sqrt(q.likelihood.variance.detach()) * q.y_scale[0]),
@@ -457,6 +476,9 @@ def main() -> None:
     ap.add_argument("--rvm-lr", type=float, default=0.2, help="rvm: AdaGrad step size")
     ap.add_argument(
         "--rvm-update", default="gradient", help="rvm: QSGP rvm_update (gradient, em, mackay)"
+    )
+    ap.add_argument(
+        "--rvm-mean-step", default="gradient", help="rvm: QSGP mean_step (gradient, newton)"
     )
     args = ap.parse_args()
     q = args.quick
