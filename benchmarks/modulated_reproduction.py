@@ -31,16 +31,41 @@ os.environ.setdefault("LATENTGP_DATA", os.path.join(HERE, "..", "..", "shared", 
 
 # seed 003 Table 3 (test NLL, mean ± std over 10 runs), notes §2.7
 SEED_TABLE3 = {
-    "SGP": {"housing": "2.3325±0.0723", "energy": "1.4431±0.0331", "concrete": "3.0514±0.0313",
-            "wine": "0.9527±0.0544", "protein": "2.8784±0.0080"},
-    "SVHGP": {"housing": "2.1863±0.0530", "energy": "1.0108±0.0786",
-              "concrete": "2.9546±0.0266", "wine": "0.8585±0.0652", "protein": "2.7445±0.0130"},
-    "SHGP": {"housing": "2.1174±0.0678", "energy": "1.0762±0.0774", "concrete": "2.9706±0.0307",
-             "wine": "0.8991±0.0579", "protein": "2.7628±0.0114"},
-    "SMGP": {"housing": "2.2094±0.0770", "energy": "1.1500±0.1117", "concrete": "2.9681±0.0321",
-             "wine": "1.1342±0.0846", "protein": "2.7529±0.0118"},
-    "SLGP": {"housing": "2.2075±0.0804", "energy": "0.6821±0.3064", "concrete": "2.5031±0.1559",
-             "wine": "0.6663±0.0904", "protein": "1.9089±0.0311"},
+    "SGP": {
+        "housing": "2.3325±0.0723",
+        "energy": "1.4431±0.0331",
+        "concrete": "3.0514±0.0313",
+        "wine": "0.9527±0.0544",
+        "protein": "2.8784±0.0080",
+    },
+    "SVHGP": {
+        "housing": "2.1863±0.0530",
+        "energy": "1.0108±0.0786",
+        "concrete": "2.9546±0.0266",
+        "wine": "0.8585±0.0652",
+        "protein": "2.7445±0.0130",
+    },
+    "SHGP": {
+        "housing": "2.1174±0.0678",
+        "energy": "1.0762±0.0774",
+        "concrete": "2.9706±0.0307",
+        "wine": "0.8991±0.0579",
+        "protein": "2.7628±0.0114",
+    },
+    "SMGP": {
+        "housing": "2.2094±0.0770",
+        "energy": "1.1500±0.1117",
+        "concrete": "2.9681±0.0321",
+        "wine": "1.1342±0.0846",
+        "protein": "2.7529±0.0118",
+    },
+    "SLGP": {
+        "housing": "2.2075±0.0804",
+        "energy": "0.6821±0.3064",
+        "concrete": "2.5031±0.1559",
+        "wine": "0.6663±0.0904",
+        "protein": "1.9089±0.0311",
+    },
 }
 SLGP_BETA = {"housing": 1.0, "energy": 1.0, "concrete": 0.5, "wine": 1.0, "protein": 0.01}
 UCI_SETS = ["housing", "energy", "concrete", "wine", "protein"]
@@ -118,10 +143,15 @@ def run_toys(args) -> None:
                 warnings.simplefilter("ignore")
                 model.fit(Xs, ytr, max_steps=args.toy_steps, lr=0.005, batch_size=len(ytr), seed=0)
             sec = time.perf_counter() - t0
-            row = {"toy": toy, "model": name, "steps": args.toy_steps, "seconds": sec,
-                   "load1": os.getloadavg()[0],
-                   "nll_exact": -float(np.mean(model.log_predictive_density(Xtes, yte))),
-                   "nll_kde": kde_nll(model, Xtes, yte)}
+            row = {
+                "toy": toy,
+                "model": name,
+                "steps": args.toy_steps,
+                "seconds": sec,
+                "load1": os.getloadavg()[0],
+                "nll_exact": -float(np.mean(model.log_predictive_density(Xtes, yte))),
+                "nll_kde": kde_nll(model, Xtes, yte),
+            }
             if name == "SLGP":
                 nu = float(model.likelihood.variance.detach())
                 row["slgp_noise_scaled"] = nu
@@ -135,10 +165,19 @@ def run_toys(args) -> None:
             else:
                 m, v = model.predict_y(xg)
                 dens = np.exp(-0.5 * (yg[None] - m[:, None]) ** 2 / v[:, None]) / np.sqrt(
-                    2 * np.pi * v[:, None])
+                    2 * np.pi * v[:, None]
+                )
             mean, var = model.predict_y(xg)
-            np.savez(os.path.join(RAW, "toys", f"{toy}_{name}.npz"), x=xg[:, 0] * sx[0] + mx[0],
-                     yg=yg, dens=dens, mean=mean, var=var, Xtr=Xtr[:, 0], ytr=ytr)
+            np.savez(
+                os.path.join(RAW, "toys", f"{toy}_{name}.npz"),
+                x=xg[:, 0] * sx[0] + mx[0],
+                yg=yg,
+                dens=dens,
+                mean=mean,
+                var=var,
+                Xtr=Xtr[:, 0],
+                ytr=ytr,
+            )
             rows.append(row)
             print(json.dumps(row), flush=True)
             save_raw("toys", rows)
@@ -167,28 +206,64 @@ def run_uci(args) -> None:
         rows = json.load(open(path))["rows"]
     # a record counts as done only at the same iteration budget, so that a longer run can
     # be added beside a shorter one (the report has one table per budget)
-    done = {(r["dataset"], r["model"], r["split"], r["steps"])
-            for r in (_uci_rows() if args.resume else rows)}
+    done = {
+        (r["dataset"], r["model"], r["split"], r["steps"], bool(r.get("early_stop")))
+        for r in (_uci_rows() if args.resume else rows)
+    }
     for ds_name in args.datasets.split(","):
         for split in range(args.first_split, args.splits):
             ds = lg.datasets.load(f"uci/{ds_name}", split)
             s = lg.datasets.Standardizer().fit(ds.X_train)
             Xtr, Xte = s.transform(ds.X_train), s.transform(ds.X_test)
+            ytr = ds.y_train
+            Xval = yval = None
+            if args.early_stop:
+                # 10% of the training split is held out for stopping (the same rows for
+                # every model); the test split is never looked at during training
+                perm = np.random.default_rng(split).permutation(len(Xtr))
+                hold, keep = perm[: len(Xtr) // 10], perm[len(Xtr) // 10 :]
+                Xval, yval, Xtr, ytr = Xtr[hold], ytr[hold], Xtr[keep], ytr[keep]
             for name in args.models.split(","):
-                if (ds_name, name, split, args.steps) in done:
+                if (ds_name, name, split, args.steps, args.early_stop) in done:
                     continue
                 torch.manual_seed(split)
                 model = build(name, 100, ds_name, S=args.samples)
+                callbacks = []
+                if args.early_stop:
+                    stop = lg.training.EarlyStopping(Xval, yval, every=250, patience=args.patience)
+                    callbacks.append(stop)
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    model.fit(Xtr, ds.y_train, max_steps=args.steps, lr=0.005,
-                              batch_size=min(512, len(Xtr)), seed=split)
-                row = {"dataset": ds_name, "model": name, "split": split, "steps": args.steps,
-                       "seconds": time.perf_counter() - t0,
-                       "nll_exact": -float(np.mean(model.log_predictive_density(Xte, ds.y_test))),
-                       "nll_kde": kde_nll(model, Xte, ds.y_test, seed=split),
-                       "load1": os.getloadavg()[0], "samples": args.samples}
+                    model.fit(
+                        Xtr,
+                        ytr,
+                        max_steps=args.steps,
+                        lr=0.005,
+                        batch_size=min(512, len(Xtr)),
+                        seed=split,
+                        callbacks=callbacks,
+                    )
+                row = {
+                    "dataset": ds_name,
+                    "model": name,
+                    "split": split,
+                    "steps": args.steps,
+                    "seconds": time.perf_counter() - t0,
+                    "nll_exact": -float(np.mean(model.log_predictive_density(Xte, ds.y_test))),
+                    "nll_kde": kde_nll(model, Xte, ds.y_test, seed=split),
+                    "load1": os.getloadavg()[0],
+                    "samples": args.samples,
+                }
+                if args.early_stop:
+                    row.update(
+                        early_stop=True,
+                        best_step=stop.best_step,
+                        patience=args.patience,
+                        steps_run=model.history_.steps,
+                        n_train=len(Xtr),
+                        val_scores=stop.scores,
+                    )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 save_raw(part, rows)
@@ -213,20 +288,31 @@ def run_digits(args) -> None:
             model = lg.SVGP(num_inducing=10, num_latent=64)
         else:
             dw = int(name.split("=")[1])
-            model = lg.SLGP(latent_dim=dw, num_inducing=100, beta=0.01, num_samples=2,
-                            hidden=(256, 256), num_predict_samples=500)
+            model = lg.SLGP(
+                latent_dim=dw,
+                num_inducing=100,
+                beta=0.01,
+                num_samples=2,
+                hidden=(256, 256),
+                num_predict_samples=500,
+            )
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model.fit(X[tr], Y[tr], max_steps=args.digit_steps, lr=0.005, batch_size=64, seed=0)
         lpd = model.log_predictive_density(X[te], Y[te])
-        row = {"model": name, "steps": args.digit_steps, "seconds": time.perf_counter() - t0,
-               "test_nll": -float(np.mean(lpd)), "n_train": len(tr), "n_test": len(te)}
+        row = {
+            "model": name,
+            "steps": args.digit_steps,
+            "seconds": time.perf_counter() - t0,
+            "test_nll": -float(np.mean(lpd)),
+            "n_train": len(tr),
+            "n_test": len(te),
+        }
         if not name.startswith("SVGP"):
             Xg = np.repeat(np.eye(10), 8, axis=0)
             with torch.no_grad():
-                m, _ = model._components(model._check_X(Xg), model._prediction_cache(), K=1,
-                                         seed=1)
+                m, _ = model._components(model._check_X(Xg), model._prediction_cache(), K=1, seed=1)
                 m, _ = model._unscale(m, m)
             np.save(os.path.join(RAW, f"digits_{dw}.npy"), m[0].cpu().numpy())
         rows.append(row)
@@ -271,22 +357,31 @@ def report() -> None:
     ]
     if toys:
         rows = toys["rows"]
-        lines += ["## Toys (seed figures 2-3)", "",
-                  f"M = 50, full batch, Adam lr 0.005, **{rows[0]['steps']} steps** (seed: "
-                  "10,000), SMGP T = 4, SLGP beta = 0.01, d_w = 1, S = "
-                  f"{toys['argv'] and _arg(toys['argv'], '--samples', 10)} samples. Inputs "
-                  "z-scored; targets standardised internally. " + _load_text(rows), "",
-                  "| toy | model | test NLL exact | test NLL KDE | seconds |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "## Toys (seed figures 2-3)",
+            "",
+            f"M = 50, full batch, Adam lr 0.005, **{rows[0]['steps']} steps** (seed: "
+            "10,000), SMGP T = 4, SLGP beta = 0.01, d_w = 1, S = "
+            f"{toys['argv'] and _arg(toys['argv'], '--samples', 10)} samples. Inputs "
+            "z-scored; targets standardised internally. " + _load_text(rows),
+            "",
+            "| toy | model | test NLL exact | test NLL KDE | seconds |",
+            "|---|---|---|---|---|",
+        ]
         for r in rows:
-            lines.append(f"| {r['toy']} | {r['model']} | {r['nll_exact']:.3f} | "
-                         f"{r['nll_kde']:.3f} | {r['seconds']:.0f} |")
+            lines.append(
+                f"| {r['toy']} | {r['model']} | {r['nll_exact']:.3f} | "
+                f"{r['nll_kde']:.3f} | {r['seconds']:.0f} |"
+            )
         sl = [r for r in rows if r["toy"] == "heteroscedastic" and r["model"] == "SLGP"]
         if sl:
-            lines += ["", f"SLGP noise variance nu_eps on the heteroscedastic toy: "
-                      f"**{sl[0]['slgp_noise_scaled']:.4f}** (standardised targets; "
-                      f"{sl[0]['slgp_noise_original']:.4f} in original units). Seed: 0.0043 "
-                      "(after 10,000 iterations)."]
+            lines += [
+                "",
+                f"SLGP noise variance nu_eps on the heteroscedastic toy: "
+                f"**{sl[0]['slgp_noise_scaled']:.4f}** (standardised targets; "
+                f"{sl[0]['slgp_noise_original']:.4f} in original units). Seed: 0.0043 "
+                "(after 10,000 iterations).",
+            ]
         for toy in ["heteroscedastic", "step", "moons", "data_assoc"]:
             if not any(r["toy"] == toy for r in rows):
                 continue
@@ -296,8 +391,7 @@ def report() -> None:
                 if not os.path.exists(p):
                     continue
                 z = np.load(p)
-                ax.pcolormesh(z["x"], z["yg"], np.sqrt(z["dens"].T), cmap="Blues",
-                              shading="auto")
+                ax.pcolormesh(z["x"], z["yg"], np.sqrt(z["dens"].T), cmap="Blues", shading="auto")
                 ax.scatter(z["Xtr"], z["ytr"], s=2, c="k", alpha=0.4)
                 ax.plot(z["x"], z["mean"], "r", lw=1)
                 sd = np.sqrt(z["var"])
@@ -308,55 +402,104 @@ def report() -> None:
             fig.savefig(os.path.join(OUT, f"modulated_toy_{toy}.png"), dpi=80)
             plt.close(fig)
             lines += ["", f"![{toy}](modulated_toy_{toy}.png)"]
-        lines += ["", "Heat map: sqrt of the predictive density p(y|x) (exact mixture); red: "
-                  "predictive mean ± 2 sd; black: training data.", ""]
+        lines += [
+            "",
+            "Heat map: sqrt of the predictive density p(y|x) (exact mixture); red: "
+            "predictive mean ± 2 sd; black: training data.",
+            "",
+        ]
     uci_rows = _uci_rows()
-    budgets = sorted({r["steps"] for r in uci_rows}, reverse=True)
-    for steps in budgets:
-        rows = [r for r in uci_rows if r["steps"] == steps]
+    # one table per protocol: (iteration budget, early stopping); early-stopped runs first
+    budgets = sorted(
+        {(r["steps"], bool(r.get("early_stop"))) for r in uci_rows}, key=lambda b: (not b[1], -b[0])
+    )
+    for steps, early in budgets:
+        rows = [r for r in uci_rows if r["steps"] == steps and bool(r.get("early_stop")) == early]
         split_ids = sorted({r["split"] for r in rows})
-        split_text = (f"{split_ids[0]}..{split_ids[-1]}"
-                      if split_ids == list(range(split_ids[0], split_ids[-1] + 1))
-                      else ", ".join(map(str, split_ids)))
+        split_text = (
+            f"{split_ids[0]}..{split_ids[-1]}"
+            if split_ids == list(range(split_ids[0], split_ids[-1] + 1))
+            else ", ".join(map(str, split_ids))
+        )
         samples = rows[0].get("samples") or (uci and _arg(uci["argv"], "--samples", 10))
-        lines += [f"## UCI, seed Table 3 ({steps} iterations)", "",
-                  f"Protocol: standardised inputs, M = 100 by k-means, Adam lr 0.005, batch 512, "
-                  f"**{steps} iterations** (seed: up to 20,000), **splits {split_text} of the "
-                  "fixed 90/10 splits in the data home** (seed: 10 random splits), SMGP T = 4, "
-                  "SLGP beta = the seed's best per dataset, d_w = 1, S = "
-                  f"{samples} importance / gating samples. "
-                  "Entries: mean±std over splits (one split: the value; – not run). "
-                  + _load_text(rows), ""]
+        if early:
+            title = f"up to {steps} iterations, early stopping"
+            pat = rows[0].get("patience", 4)
+            budget = (
+                f"**at most {steps} iterations, stopped early on 10% of the training "
+                f"split held out** (a score every 250 steps, patience {pat}, the best "
+                "parameters restored; the model trains on the other 90%)"
+            )
+        else:
+            title, budget = f"{steps} iterations", f"**{steps} iterations**"
+        lines += [
+            f"## UCI, seed Table 3 ({title})",
+            "",
+            f"Protocol: standardised inputs, M = 100 by k-means, Adam lr 0.005, batch 512, "
+            f"{budget} (seed: up to 20,000), **splits {split_text} of the "
+            "fixed 90/10 splits in the data home** (seed: 10 random splits), SMGP T = 4, "
+            "SLGP beta = the seed's best per dataset, d_w = 1, S = "
+            f"{samples} importance / gating samples. "
+            "Entries: mean±std over splits (one split: the value; – not run). " + _load_text(rows),
+            "",
+        ]
         hdr = "| model | " + " | ".join(UCI_SETS) + " |"
         lines += [hdr, "|---" * (len(UCI_SETS) + 1) + "|"]
         for name in MODELS:
             for kind in ["exact", "kde"]:
                 cells = []
                 for ds in UCI_SETS:
-                    v = [r[f"nll_{kind}"] for r in rows
-                         if r["dataset"] == ds and r["model"] == name]
+                    v = [
+                        r[f"nll_{kind}"] for r in rows if r["dataset"] == ds and r["model"] == name
+                    ]
                     cells.append(_fmt(v) if v else "–")
                 lines.append(f"| {name} ours ({kind}) | " + " | ".join(cells) + " |")
-            lines.append(f"| {name} seed | " + " | ".join(SEED_TABLE3[name][d] for d in UCI_SETS)
-                         + " |")
-        secs = {m: np.mean([r["seconds"] for r in rows if r["model"] == m])
-                for m in MODELS if any(r["model"] == m for r in rows)}
-        lines += ["", "Mean training seconds per run: " + ", ".join(
-            f"{m} {s:.0f}" for m, s in secs.items()), ""]
+            lines.append(
+                f"| {name} seed | " + " | ".join(SEED_TABLE3[name][d] for d in UCI_SETS) + " |"
+            )
+        secs = {
+            m: np.mean([r["seconds"] for r in rows if r["model"] == m])
+            for m in MODELS
+            if any(r["model"] == m for r in rows)
+        }
+        lines += [
+            "",
+            "Mean training seconds per run: " + ", ".join(f"{m} {s:.0f}" for m, s in secs.items()),
+            "",
+        ]
+        if early:
+            stops = {m: [r["best_step"] for r in rows if r["model"] == m] for m in MODELS}
+            lines += [
+                "Best held-out step (median, range) per model: "
+                + ", ".join(
+                    f"{m} {int(np.median(v))} ({min(v)}-{max(v)})" for m, v in stops.items() if v
+                )
+                + ".",
+                "",
+            ]
     if digits:
         rows = digits["rows"]
-        lines += ["## Conditional generation: scikit-learn digits (stand-in for MNIST)", "",
-                  "Label (one-hot, 10) -> 8x8 image (64 pixels scaled to [0, 1]), 1,618 train / "
-                  "179 test images (seeded 90/10). SLGP: M = 100, beta = 0.01, S = 2, MLPs 2x256, "
-                  f"Adam lr 0.005, batch 64, **{rows[0]['steps']} iterations** (seed on MNIST: "
-                  "50,000 iterations, 3x512 MLPs). Test NLL = -mean log p(image | label), joint "
-                  "over the 64 pixels (SLGP: mixture over 500 (w, h) draws). The baseline is a "
-                  "64-output SVGP (one Gaussian per pixel, M = 10 = the distinct inputs).", "",
-                  "| model | test NLL (nats / image) | seconds |", "|---|---|---|"]
+        lines += [
+            "## Conditional generation: scikit-learn digits (stand-in for MNIST)",
+            "",
+            "Label (one-hot, 10) -> 8x8 image (64 pixels scaled to [0, 1]), 1,618 train / "
+            "179 test images (seeded 90/10). SLGP: M = 100, beta = 0.01, S = 2, MLPs 2x256, "
+            f"Adam lr 0.005, batch 64, **{rows[0]['steps']} iterations** (seed on MNIST: "
+            "50,000 iterations, 3x512 MLPs). Test NLL = -mean log p(image | label), joint "
+            "over the 64 pixels (SLGP: mixture over 500 (w, h) draws). The baseline is a "
+            "64-output SVGP (one Gaussian per pixel, M = 10 = the distinct inputs).",
+            "",
+            "| model | test NLL (nats / image) | seconds |",
+            "|---|---|---|",
+        ]
         for r in rows:
             lines.append(f"| {r['model']} | {r['test_nll']:.1f} | {r['seconds']:.0f} |")
-        lines += ["", "Seed Table 4 (MNIST, 784 pixels, not comparable in scale): SLGP -1198.25 "
-                  "(d_w = 2), -1225.22 (d_w = 16); CVAE -825.11 / -935.47.", ""]
+        lines += [
+            "",
+            "Seed Table 4 (MNIST, 784 pixels, not comparable in scale): SLGP -1198.25 "
+            "(d_w = 2), -1225.22 (d_w = 16); CVAE -825.11 / -935.47.",
+            "",
+        ]
         for dw in (2, 8):
             p = os.path.join(RAW, f"digits_{dw}.npy")
             if os.path.exists(p):
@@ -369,45 +512,69 @@ def report() -> None:
                 fig.tight_layout()
                 fig.savefig(os.path.join(OUT, f"modulated_digits_dw{dw}.png"), dpi=70)
                 plt.close(fig)
-                lines += [f"![digits d_w={dw}](modulated_digits_dw{dw}.png)", "",
-                          f"Generated samples, SLGP d_w = {dw}: row = label 0..9, each image "
-                          "the GP mean at one draw w ~ p(w|label), h ~ q(h|w) (noise-free).", ""]
+                lines += [
+                    f"![digits d_w={dw}](modulated_digits_dw{dw}.png)",
+                    "",
+                    f"Generated samples, SLGP d_w = {dw}: row = label 0..9, each image "
+                    "the GP mean at one draw w ~ p(w|label), h ~ q(h|w) (noise-free).",
+                    "",
+                ]
     diag = load("slgp_diagnostic")
     if diag:
-        lines += ["## SLGP diagnostic: housing split 0 against training steps", "",
-                  "`benchmarks/slgp_diagnostic.py` (" + " ".join(diag["argv"][1:]) + "): the "
-                  "UCI protocol's SLGP (beta = 1, S = 5, full batch of 456), with the test and "
-                  "training NLL of the 200-draw predictive mixture, the noise variance nu_eps "
-                  "(original units; y sd "
-                  f"{diag['y_train_sd']:.2f}) and the median sd of p(w|x) at the test points.",
-                  "", "| step | test NLL | train NLL | nu_eps | p(w|x) sd | worst test point |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "## SLGP diagnostic: housing split 0 against training steps",
+            "",
+            "`benchmarks/slgp_diagnostic.py` (" + " ".join(diag["argv"][1:]) + "): the "
+            "UCI protocol's SLGP (beta = 1, S = 5, full batch of 456), with the test and "
+            "training NLL of the 200-draw predictive mixture, the noise variance nu_eps "
+            "(original units; y sd "
+            f"{diag['y_train_sd']:.2f}) and the median sd of p(w|x) at the test points.",
+            "",
+            "| step | test NLL | train NLL | nu_eps | p(w|x) sd | worst test point |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in diag["rows"]:
-            lines.append(f"| {r['step']} | {r['test_nll']:.3f} | {r['train_nll']:.3f} | "
-                         f"{r['nu_eps']:.4f} | {r['pw_sd_median']:.4f} | "
-                         f"{r['worst_test_nll'][-1]:.1f} |")
+            lines.append(
+                f"| {r['step']} | {r['test_nll']:.3f} | {r['train_nll']:.3f} | "
+                f"{r['nu_eps']:.4f} | {r['pw_sd_median']:.4f} | "
+                f"{r['worst_test_nll'][-1]:.1f} |"
+            )
         by_k = diag.get("nll_by_predict_samples", {})
         if by_k:
-            lines += ["", "Final test NLL against the number K of (w, h) draws in the predictive "
-                      "mixture: " + ", ".join(f"K = {int(k):,}: {v['test_nll']:.3f} (worst point "
-                                              f"{v['worst'][-1]:.1f})"
-                                              for k, v in by_k.items()) + ".", ""]
+            lines += [
+                "",
+                "Final test NLL against the number K of (w, h) draws in the predictive "
+                "mixture: "
+                + ", ".join(
+                    f"K = {int(k):,}: {v['test_nll']:.3f} (worst point {v['worst'][-1]:.1f})"
+                    for k, v in by_k.items()
+                )
+                + ".",
+                "",
+            ]
     es = load("slgp_diagnostic_early_stop")
     if es and es.get("early_stopping"):
         info = es["early_stopping"]
         final = es["nll_by_predict_samples"]
         k200 = final.get("200") or final.get(200)
-        lines += ["### The same with early stopping", "",
-                  "`benchmarks/slgp_diagnostic.py " + " ".join(es["argv"][1:]) + "`: 10% of "
-                  f"the training split held out ({es['n_train']} points left to train on), "
-                  "`lg.training.EarlyStopping(every=250, patience=4)` on their log predictive "
-                  f"density. Training stopped after {info['steps']} steps ({info['stopped']}) and "
-                  f"restored the parameters of step {info['best_step']}; their test NLL is "
-                  f"**{k200['test_nll']:.3f}** (200 draws; seed Table 3: "
-                  f"{SEED_TABLE3['SLGP']['housing']}), against "
-                  + (f"{diag['nll_by_predict_samples']['200']['test_nll']:.3f}"
-                     if diag and "200" in diag.get("nll_by_predict_samples", {}) else "–")
-                  + " after all 5,000 steps without it.", ""]
+        lines += [
+            "### The same with early stopping",
+            "",
+            "`benchmarks/slgp_diagnostic.py " + " ".join(es["argv"][1:]) + "`: 10% of "
+            f"the training split held out ({es['n_train']} points left to train on), "
+            "`lg.training.EarlyStopping(every=250, patience=4)` on their log predictive "
+            f"density. Training stopped after {info['steps']} steps ({info['stopped']}) and "
+            f"restored the parameters of step {info['best_step']}; their test NLL is "
+            f"**{k200['test_nll']:.3f}** (200 draws; seed Table 3: "
+            f"{SEED_TABLE3['SLGP']['housing']}), against "
+            + (
+                f"{diag['nll_by_predict_samples']['200']['test_nll']:.3f}"
+                if diag and "200" in diag.get("nll_by_predict_samples", {})
+                else "–"
+            )
+            + " after all 5,000 steps without it.",
+            "",
+        ]
     notes_path = os.path.join(RAW, "notes.md")
     if os.path.exists(notes_path):
         lines += [open(notes_path).read()]
@@ -421,8 +588,9 @@ def _load_text(rows) -> str:
     loads = [r["load1"] for r in rows if "load1" in r]
     if not loads:
         return "Load: ~15 concurrent jobs (load average 10-22); seconds are not model timings."
-    return (f"1-minute load average during these runs {min(loads):.1f}-{max(loads):.1f} "
-            "on the 2 cores.")
+    return (
+        f"1-minute load average during these runs {min(loads):.1f}-{max(loads):.1f} on the 2 cores."
+    )
 
 
 def _arg(argv, flag, default):
@@ -442,6 +610,19 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=10, help="S for SMGP / SLGP")
     p.add_argument("--datasets", default=",".join(UCI_SETS))
     p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument(
+        "--early-stop",
+        action="store_true",
+        help="UCI: hold out 10%% of each training split and stop on it "
+        "(lg.training.EarlyStopping, a score every 250 steps, best parameters "
+        "restored); --steps is then the maximum",
+    )
+    p.add_argument(
+        "--patience",
+        type=int,
+        default=10,
+        help="UCI --early-stop: scores without improvement before stopping",
+    )
     p.add_argument("--resume", action="store_true")
     p.add_argument("--report", action="store_true")
     args = p.parse_args()
