@@ -994,7 +994,13 @@ class QSGP(GPModel):
             D.all_reduce_mean_([g_data, H_data])
         S = self._prior_block(U)
         g = g_data - S @ mu[U]
-        L, _ = cholesky(H_data + S, name="QSGP Newton block H_UU", jitter=0.0)
+        H = H_data + S
+        # as it is when it factorises (then one step with everything sampled is exact);
+        # else with the configured escalating jitter (the minibatch block has rank <= n~,
+        # and S = K adds little curvature in K's near-null directions)
+        L, info = torch.linalg.cholesky_ex(H)
+        if int(info) != 0:
+            L, _ = cholesky(H, name="QSGP Newton block H_UU")
         new = mu[U] + self.newton_damping * torch.cholesky_solve(g[:, None], L)[:, 0]
         self.mu.data[U] = new
         return new
