@@ -142,6 +142,7 @@ def run_table3(args) -> dict:
                 closed_form_diagonal=newton,
                 mean_step=args.t3_mean_step,
                 newton_damping=args.t3_damping,
+                newton_ridge=args.t3_ridge,
             )
             q.fit(X, y, max_steps=args.t3_steps, batch_size=args.t3_mt, lr=0.01, seed=split)
             args.nystrom_cv = q.nystrom_cv  # recorded in the part's settings
@@ -416,7 +417,8 @@ def write_page(cmd: str, args) -> None:
         step = s.get("t3_mean_step", "gradient")
         how = (
             f"{s['t3_steps']} randomised block-Newton steps on the mean "
-            f'(`mean_step="newton"`, damping {s.get("t3_damping")}; not in the paper, see '
+            f'(`mean_step="newton"`, damping {s.get("t3_damping")}, ridge '
+            f'{s.get("t3_ridge", 0.0)}; not in the paper, see '
             "the notes below) with the mean-field diagonal set by Proposition 1"
             if step == "newton"
             else f"{s['t3_steps']} AdaGrad steps (lr 0.01)"
@@ -539,6 +541,7 @@ def main() -> None:
         "--t3-mean-step", default="newton", help="table3: QSGP mean_step (gradient, newton)"
     )
     ap.add_argument("--t3-damping", type=float, default=0.1, help="table3: newton_damping")
+    ap.add_argument("--t3-ridge", type=float, default=0.01, help="table3: newton_ridge")
     ap.add_argument("--t3-svgp-steps", type=int, default=1000, help="table3: SVGP Adam steps")
     ap.add_argument("--rvm-steps", type=int, default=None, help="rvm: steps (default 3000)")
     ap.add_argument("--rvm-lr", type=float, default=0.2, help="rvm: AdaGrad step size")
@@ -574,7 +577,7 @@ def main() -> None:
         "augment": run_augment,
         "digits": run_digits,
     }
-    for part in args.parts.split(","):
+    for part in [p for p in args.parts.split(",") if p]:  # --parts "": rewrite the page
         res = runners[part](args)
         if part == "table3":
             continue  # run_table3 writes its own (resumable) part file

@@ -529,3 +529,33 @@ def test_newton_mean_step_arguments_are_checked():
         lg.QSGP(mean_step="newton", newton_damping=1.5)
     with pytest.raises(ValueError, match="needs the Gaussian likelihood"):
         lg.QSGP(mean_step="newton", likelihood="bernoulli")
+    with pytest.raises(ValueError, match="newton_ridge must be"):
+        lg.QSGP(mean_step="newton", newton_ridge=-1.0)
+
+
+def test_newton_ridge_shortens_the_step_towards_the_gradient():
+    """With a ridge the step solves (H + lam I) d = g: checked against that solve."""
+    X, y = _data(n=30)
+    m = _model(
+        X,
+        y,
+        basis="rvm",
+        covariance="meanfield",
+        mean_step="newton",
+        newton_damping=1.0,
+        newton_ridge=0.05,
+        learn_hyperparameters=False,
+    )
+    Xt = torch.as_tensor(X, dtype=torch.float64)
+    yt = m._scale_y(torch.as_tensor(y, dtype=torch.float64))
+    U = torch.arange(m.m)
+    mu = m.mu.detach().clone()
+    with torch.no_grad():
+        Phi = m.features(Xt, U)
+        H = Phi.T @ Phi / m.likelihood.variance + m._prior_block(U)
+        g = Phi.T @ (yt - Phi @ mu) / m.likelihood.variance - m._prior_block(U) @ mu
+        lam = 0.05 * torch.diagonal(H).mean()
+        want = mu + torch.linalg.solve(H + lam * torch.eye(m.m, dtype=H.dtype), g)
+        got = m._newton_mean(Xt, yt, U, mu.clone(), 30)
+    assert torch.allclose(got, want, rtol=1e-8, atol=1e-10)
+    assert m.get_config()["newton_ridge"] == 0.05

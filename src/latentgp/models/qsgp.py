@@ -149,6 +149,10 @@ class QSGP(GPModel):
         ill-conditioned mean crawl (with ``rvm_update="em"`` it makes the QSRVM prune;
         see docs/results/qsgp_reproduction.md).
     newton_damping: the step fraction of ``mean_step="newton"`` (0 < rho <= 1).
+    newton_ridge: Levenberg-Marquardt term of ``mean_step="newton"``: ``H_UU`` gets
+        ``newton_ridge * mean(diag H_UU)`` added to its diagonal (default 0).  With small
+        data batches (n~ / n of a few percent) and local kernel columns the minibatch block
+        is nearly singular and undamped steps can wander off; 0.01 keeps them in check.
     feature_seed: seed of the random features / inducing-point choice.
     """
 
@@ -176,6 +180,7 @@ class QSGP(GPModel):
         nystrom_cv: bool = True,
         mean_step: str = "gradient",
         newton_damping: float = 0.5,
+        newton_ridge: float = 0.0,
         normalize_y: bool = True,
         device=None,
         dtype=None,
@@ -191,6 +196,11 @@ class QSGP(GPModel):
         if newton_damping > 1:
             raise ValueError(f"newton_damping must be in (0, 1], got {newton_damping!r}")
         self.newton_damping = newton_damping
+        if not (isinstance(newton_ridge, (int, float)) and math.isfinite(newton_ridge)) or (
+            newton_ridge < 0
+        ):
+            raise ValueError(f"newton_ridge must be a finite number >= 0, got {newton_ridge!r}")
+        self.newton_ridge = float(newton_ridge)
         self.nystrom_cv = bool(nystrom_cv)
         if basis not in BASES:
             raise ValueError(f"basis must be one of {list(BASES)}, got {basis!r}")
@@ -262,6 +272,7 @@ class QSGP(GPModel):
             nystrom_cv=self.nystrom_cv,
             mean_step=self.mean_step,
             newton_damping=self.newton_damping,
+            newton_ridge=self.newton_ridge,
         )
         return cfg
 
@@ -995,6 +1006,10 @@ class QSGP(GPModel):
         S = self._prior_block(U)
         g = g_data - S @ mu[U]
         H = H_data + S
+        if self.newton_ridge:
+            H = H + self.newton_ridge * torch.diagonal(H).mean() * torch.eye(
+                H.shape[0], dtype=H.dtype, device=H.device
+            )
         # as it is when it factorises (then one step with everything sampled is exact);
         # else with the configured escalating jitter (the minibatch block has rank <= n~,
         # and S = K adds little curvature in K's near-null directions)
