@@ -604,6 +604,10 @@ RUN_COMMANDS = [
         f"{d} --splits 1 --inducing 256"
         for d in ("elevators", "pol", "bike")
     ),
+    "# 24 Nov 2026 (session 8), beside three other benchmark processes; stopped during",
+    "# elevators split 2's GPflow fits (its latentgp records are kept):",
+    f"OMP_NUM_THREADS=1 nice -n 12 .venv/bin/python {_SCRIPT} --part uci --datasets "
+    "elevators --splits 2,3,4 --inducing 256",
     f"nice -n 10 .venv/bin/python {_SCRIPT} --part page",
 ]
 
