@@ -193,6 +193,13 @@ def _uci_rows() -> list:
     return rows
 
 
+def hold_out(X, y, seed: int):
+    """``(X_fit, y_fit, X_val, y_val)``: a seeded 10% of the rows held out for stopping."""
+    perm = np.random.default_rng(seed).permutation(len(X))
+    hold, keep = perm[: len(X) // 10], perm[len(X) // 10 :]
+    return X[keep], y[keep], X[hold], y[hold]
+
+
 def run_uci(args) -> None:
     """Fit every (dataset, split, model) not yet recorded at this budget.
 
@@ -220,9 +227,7 @@ def run_uci(args) -> None:
             if args.early_stop:
                 # 10% of the training split is held out for stopping (the same rows for
                 # every model); the test split is never looked at during training
-                perm = np.random.default_rng(split).permutation(len(Xtr))
-                hold, keep = perm[: len(Xtr) // 10], perm[len(Xtr) // 10 :]
-                Xval, yval, Xtr, ytr = Xtr[hold], ytr[hold], Xtr[keep], ytr[keep]
+                Xtr, ytr, Xval, yval = hold_out(Xtr, ytr, split)
             for name in args.models.split(","):
                 if (ds_name, name, split, args.steps, args.early_stop) in done:
                     continue

@@ -52,11 +52,9 @@ def main() -> None:
     callbacks = []
     stop = None
     if args.early_stop:
-        perm = np.random.default_rng(args.split).permutation(len(Xtr))
-        hold, keep = perm[: len(Xtr) // 10], perm[len(Xtr) // 10 :]
-        stop = lg.training.EarlyStopping(Xtr[hold], ytr[hold], every=250, patience=4)
+        Xtr, ytr, Xval, yval = mr.hold_out(Xtr, ytr, args.split)
+        stop = lg.training.EarlyStopping(Xval, yval, every=250, patience=4)
         callbacks.append(stop)
-        Xtr, ytr = Xtr[keep], ytr[keep]
     torch.manual_seed(args.split)
     model = mr.build("SLGP", 100, args.dataset, S=args.samples)
     rows = []

@@ -940,7 +940,7 @@ class QSGP(GPModel):
                 old_C = self._column_values(U, R, lv["dense"], lv["craw"]).detach()
             rows_cols = (U[:, None], R[None, :])
             if self.mean_step == "newton":
-                new_mu = self._newton_mean(X[ell], y[ell], U, lv["mu"], n)
+                new_mu = self._newton_mean(X[ell], y[ell], U, n)
             else:
                 new_mu = self._update(self.mu, st["G_mu"], U, lv["mu"], lr, optimizer, eps)
             new_craw = self._update(self.c_raw, st["G_craw"], U, lv["craw"], lr, optimizer, eps)
@@ -977,8 +977,20 @@ class QSGP(GPModel):
             return self.kernel(Z, Z)
         return torch.diag(self._prior_diag(U))
 
+    def _phi_mu(self, X: torch.Tensor) -> torch.Tensor:
+        """``Phi(X) mu`` over all m basis functions ``(B,)``, chunked over the basis as
+        the predictions are (O(B m) time, O(B chunk) memory)."""
+        B, m = X.shape[0], self.m
+        mu = self.mu.detach()
+        f = X.new_zeros(B)
+        chunk = max(1, min(m, 2**22 // max(B, 1)))
+        for c0 in range(0, m, chunk):
+            idx = torch.arange(c0, min(c0 + chunk, m), device=X.device)
+            f += self.features(X, idx) @ mu[idx]
+        return f
+
     def _newton_mean(
-        self, Xl: torch.Tensor, yl: torch.Tensor, U: torch.Tensor, leaf: torch.Tensor, n: int
+        self, Xl: torch.Tensor, yl: torch.Tensor, U: torch.Tensor, n: int
     ) -> torch.Tensor:
         """Randomised block-Newton step on ``mu_U`` (``mean_step="newton"``).
 
@@ -994,22 +1006,16 @@ class QSGP(GPModel):
         Returns the new rows.
         """
         mu = self.mu.detach()
-        f = torch.zeros_like(yl)
-        for a in range(0, self.m, 4096):
-            idx = torch.arange(a, min(a + 4096, self.m), device=mu.device)
-            f = f + self.features(Xl, idx) @ mu[idx]
         Phi = self.features(Xl, U)
         w = n / (Xl.shape[0] * self._noise())
-        g_data, H_data = w * (Phi.T @ (yl - f)), w * (Phi.T @ Phi)
+        g_data, H_data = w * (Phi.T @ (yl - self._phi_mu(Xl))), w * (Phi.T @ Phi)
         if D.world()[1] > 1:
             D.all_reduce_mean_([g_data, H_data])
         S = self._prior_block(U)
         g = g_data - S @ mu[U]
         H = H_data + S
         if self.newton_ridge:
-            H = H + self.newton_ridge * torch.diagonal(H).mean() * torch.eye(
-                H.shape[0], dtype=H.dtype, device=H.device
-            )
+            H.diagonal().add_(self.newton_ridge * H.diagonal().mean())
         # as it is when it factorises (then one step with everything sampled is exact);
         # else with the configured escalating jitter (the minibatch block has rank <= n~,
         # and S = K adds little curvature in K's near-null directions)
