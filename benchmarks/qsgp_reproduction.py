@@ -342,6 +342,24 @@ def fmt(vals, key):
     return f"{a.mean():.3f}±{a.std():.3f}" if a.size > 1 else f"{a[0]:.3f}"
 
 
+#: The commands that made the part files on the page (the Table 3 shards resume: a rerun
+#: skips the splits already in its file).
+RUN_COMMANDS = [
+    "--parts table2_qsgp",
+    *(
+        f"--parts table2_svgp --datasets {d}"
+        for d in ("kin40k", "protein", "keggdirected", "keggundirected")
+    ),
+    "--parts table3 --t3-shard a --t3-names kin40k,protein",
+    "--parts table3 --t3-shard b --t3-names keggdirected,keggundirected",
+    "--parts table3 --t3-shard noridge --t3-ridge 0 --t3-splits 1 "
+    "--t3-names kin40k,protein,keggdirected,keggundirected",
+    "--parts rvm --rvm-steps 20000 --rvm-lr 0.01 --rvm-update em --rvm-mean-step newton",
+    "--parts augment",
+    "--parts digits",
+    '--parts ""   # only rewrite this page from the part files',
+]
+
 #: heading of the page's hand-written section, which write_page carries over
 HAND_NOTES = "## Notes on these runs (written by hand after the runs)"
 
@@ -359,8 +377,13 @@ def write_page(cmd: str, args) -> None:
         parts["table2"] = t2
     L = ["# QSGP reproduction (seed 001) — small CPU budget", ""]
     L += [
-        f"Regenerate: `{cmd}` (parts run separately are merged from "
-        "`docs/results/qsgp_data/*.json`; the header of each part records its settings).",
+        "Regenerate (from the repository root, `LATENTGP_DATA=../shared/data`; each part "
+        "writes `docs/results/qsgp_data/<part>.json`, whose `settings` header records the "
+        f"arguments it ran with, and the page merges them; this page was written by `{cmd}`):",
+        "",
+        "```",
+        *(f"python benchmarks/qsgp_reproduction.py {c}" for c in RUN_COMMANDS),
+        "```",
         "",
     ]
     L += [
@@ -594,7 +617,7 @@ def main() -> None:
         (DATA / f"{tag}.json").write_text(
             json.dumps({"settings": settings, "results": res}, indent=1)
         )
-    cmd = "LATENTGP_DATA=../shared/data " + " ".join(["python"] + sys.argv)
+    cmd = " ".join(["python"] + [a if a else '""' for a in sys.argv])
     write_page(cmd, args)
 
 
