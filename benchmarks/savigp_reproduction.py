@@ -10,8 +10,9 @@ delays in time-ordered windows, SAVIGP vs SVGP per epoch; ``--flights-*`` budget
 in float32 shards and trained out of core, softmax SAVIGP; ``--digits-*`` budgets).
 
 Each experiment writes ``docs/results/savigp_raw/<name>.json`` (and PNG figures next to
-``docs/results/savigp.md``); ``--page`` rebuilds ``docs/results/savigp.md`` from the JSON
-files that exist, so experiments can run as separate processes.
+``docs/results/savigp.md``); ``--page`` rebuilds the figures, ``savigp_raw/tables.md`` and
+the tables of ``docs/results/savigp.md`` (its prose is written by hand) from the JSON files
+that exist, so experiments can run as separate processes.
 """
 
 from __future__ import annotations
@@ -283,7 +284,7 @@ def run_mining(args):
     X, y = ds.X_train, ds.y_train
     years = 1851.2 + X[:, 0] / 365.25
     res = {"years": years.tolist(), "counts": y.tolist(), "fits": []}
-    fits = [(0.1, "fg"), (0.5, "fg"), (0.5, "mog1"), (1.0, "fg")]
+    fits = [(0.1, "fg"), (0.5, "fg"), (0.5, "mog1"), (1.0, "fg"), (1.0, "mog1")]
     if args.quick:
         fits = fits[:1]
     dense_model = None
@@ -322,7 +323,7 @@ def run_mining(args):
         res["fits"][-1]["lengthscale"] = float(model.kernel.lengthscale.detach().reshape(-1)[0])
         res["fits"][-1]["variance"] = float(model.kernel.variance.detach())
         res["fits"][-1]["offset"] = float(model.likelihood.offset.detach())
-        if sf == 1:
+        if sf == 1 and post == "fg":
             dense_model = model
         print("mining", sf, post, time.time() - t0, flush=True)
     # the sampling baseline: ESS for f at the dense FG fit's hyperparameters and offset
@@ -835,7 +836,7 @@ def _mining_plot(res):
 
     fig, ax = plt.subplots(figsize=(9, 3.5))
     yrs = np.array(res["years"])
-    colours = ("tab:blue", "tab:orange", "tab:green", "tab:red")
+    colours = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
     for fit, c in zip(res["fits"], colours, strict=False):
         lab = f"{fit['posterior'].upper()} SF={fit['sf']:g}"
         ax.plot(yrs, fit["mean"], color=c, label=lab)
@@ -892,9 +893,9 @@ def _seismic_plot(res):
 def _summary_table(rows, task):
     keys = ("sse", "nlpd") if task == "regression" else ("er", "nlp")
     lines = [
-        f"| configuration | M | {keys[0].upper()} (mean ± sd) | {keys[1].upper()} "
+        f"| configuration | M | splits | {keys[0].upper()} (mean ± sd) | {keys[1].upper()} "
         "(mean ± sd) | s/run |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
     for post in POSTERIORS:
         for sf in SFS:
@@ -904,15 +905,38 @@ def _summary_table(rows, task):
             a, b = np.array([r[keys[0]] for r in rs]), np.array([r[keys[1]] for r in rs])
             sec = np.mean([r["seconds"] for r in rs])
             lines.append(
-                f"| {post.upper()} SF={sf:g} | {rs[0]['M']} | {a.mean():.4f} ± "
+                f"| {post.upper()} SF={sf:g} | {rs[0]['M']} | {len(rs)} | {a.mean():.4f} ± "
                 f"{a.std():.4f} | {b.mean():.4f} ± {b.std():.4f} | {sec:.0f} |"
             )
     for meth in sorted({r["method"] for r in rows if "method" in r}):
         rs = [r for r in rows if r.get("method") == meth]
         a, b = np.array([r[keys[0]] for r in rs]), np.array([r[keys[1]] for r in rs])
+        sec = [r["seconds"] for r in rs if "seconds" in r]
         lines.append(
-            f"| {meth} | all | {a.mean():.4f} ± {a.std():.4f} | {b.mean():.4f} ± {b.std():.4f} | |"
+            f"| {meth} | all | {len(rs)} | {a.mean():.4f} ± {a.std():.4f} | {b.mean():.4f} ± "
+            f"{b.std():.4f} | {f'{np.mean(sec):.0f}' if sec else ''} |"
         )
+    return "\n".join(lines)
+
+
+def _splice_tables(page: str, tables: dict[str, str]) -> str:
+    """Replace, in the hand-written page, the first markdown table after each heading
+    ``key`` of ``tables`` by the generated table (the text around it is kept)."""
+    lines = page.split("\n")
+    for heading, table in tables.items():
+        if heading not in lines:
+            continue
+        i = lines.index(heading) + 1
+        while i < len(lines) and not lines[i].startswith("|"):
+            if lines[i].startswith("#"):  # the next section: no table to replace
+                break
+            i += 1
+        if i == len(lines) or not lines[i].startswith("|"):
+            continue
+        j = i
+        while j < len(lines) and lines[j].startswith("|"):
+            j += 1
+        lines[i:j] = table.split("\n")
     return "\n".join(lines)
 
 
@@ -1076,6 +1100,14 @@ def main():
         large.append(
             f"### digits8m\n\n{_digits8m_table(json.loads((RAW / 'digits8m.json').read_text()))}"
         )
+    page = OUT / "savigp.md"
+    if page.exists():  # the tables in the page come from the JSON; the prose is by hand
+        tables = {f"#### {n}": _summary_table(p["rows"], t) for n, p, t in parts if p}
+        if "mining" in extra:
+            tables["## Mining disasters, LGCP (figure 5)"] = _mining_table(extra["mining"]).split(
+                "\n\n"
+            )[0]
+        page.write_text(_splice_tables(page.read_text(), tables))
     (RAW / "tables.md").write_text(
         "\n\n".join(
             [f"### {n}\n\n{_summary_table(p['rows'], t)}" for n, p, t in parts if p] + large
