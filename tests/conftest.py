@@ -23,3 +23,12 @@ def toy1d(rng):
     X = rng.uniform(-3, 3, size=(80, 1))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(80)
     return X, y
+
+
+@pytest.fixture(autouse=True)
+def _seed_global_rngs():
+    """Every test starts from the same torch and numpy global RNG state, so a test that
+    draws without its own generator gives the same result alone, under ``-k`` or in the
+    whole suite (and a Monte Carlo tolerance is checked on one fixed draw)."""
+    torch.manual_seed(0)
+    np.random.seed(0)

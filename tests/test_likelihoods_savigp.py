@@ -64,9 +64,11 @@ def test_warped_expected_log_prob_closed_form():
     lik = _warped()
     y = torch.tensor([0.3, -1.2], dtype=T)
     mean, var = torch.tensor([0.1, -0.7], dtype=T), torch.tensor([0.2, 0.5], dtype=T)
-    f = mean + var.sqrt() * torch.randn(400000, 2, dtype=T)
-    mc = lik.log_prob(y, f).mean(0)
-    assert torch.allclose(lik.expected_log_prob(y, mean, var), mc, atol=0.01)
+    g = torch.Generator().manual_seed(7)
+    f = mean + var.sqrt() * torch.randn(400000, 2, dtype=T, generator=g)
+    lp = lik.log_prob(y, f)
+    se = lp.std(0) / math.sqrt(lp.shape[0])  # Monte Carlo standard error (0.004 for -11.2)
+    assert (lik.expected_log_prob(y, mean, var) - lp.mean(0)).abs().le(4 * se).all()
 
 
 def test_lgcp_sums_to_one_and_offset():

@@ -252,6 +252,52 @@ def test_marginals_match_joint_covariance():
     assert torch.allclose(var, cov.diagonal(dim1=-2, dim2=-1), atol=1e-8)
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"posterior": "fg", "num_inducing": 8},
+        {"posterior": "fg", "dense": True},
+        {"num_components": 3, "covariance": "full", "num_inducing": 6},
+    ],
+)
+def test_whitened_kl_terms_equal_the_unwhitened_formulas(kw):
+    """The whitened shortcut (no Lzz C products) gives the entropy bound and cross-entropy
+    of the same q(u) written in u-space, values and gradients."""
+    X, y = _data(N=30, seed=3)
+    m = lg.SAVIGP(likelihood="gaussian", **kw)
+    m.fit(X, y, max_steps=2, progress=False)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in m.q.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+        m.q.sqrt_raw.diagonal(dim1=-2, dim2=-1).add_(0.5)  # well-conditioned S_k + S_l
+
+    def general():
+        """u-space formulas; the mixture bound by LU (no jitter: u-space S_k + S_l inherits
+        Kzz's conditioning, and the library's Cholesky of it needs jitter here)."""
+        Lzz = m.prior_factor()
+        w, mm, R, ld = m._q_parts(Lzz)
+        cross = mx.cross_entropy(w, mm, R, False, Lzz)
+        if len(w) == 1:
+            return mx.entropy_bound(w, mm, R, False, ld), cross
+        S = R @ R.mT
+        T = S[:, None] + S[None]  # (K, K, Q, M, M)
+        d = (mm[:, None] - mm[None])[..., None]
+        maha = (d.mT @ torch.linalg.solve(T, d))[..., 0, 0]
+        logN = -0.5 * (mm.shape[-1] * math.log(2 * math.pi) + torch.linalg.slogdet(T)[1] + maha)
+        log_z = torch.logsumexp(w.log()[None, :] + logN.sum(-1), dim=1)
+        return -(w * log_z).sum(), cross
+
+    for got, want in zip(m.kl_terms(), general(), strict=True):
+        assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-8, abs=1e-8)
+    params = [m.q.means, m.q.sqrt_raw, m.q.logits]
+    params += list(m.kernel.parameters())
+    g1 = torch.autograd.grad(sum(m.kl_terms()), params)
+    g2 = torch.autograd.grad(sum(general()), params)
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-8)
+
+
 # ------------------------------------------------------------ black-box / misc ----
 def test_numpy_black_box_likelihood_trains_without_torch_gradients(exact):
     X, y, ex = exact
