@@ -81,18 +81,37 @@ def _save(name, payload):
 
 
 # ============================================================== small-scale grid ==
+def _row_key(r: dict) -> tuple:
+    return (r["split"], r.get("sf"), r.get("posterior"), r.get("method"))
+
+
+def _disk_rows(name: str) -> list[dict]:
+    path = RAW / f"{name}.json"
+    return json.loads(path.read_text())["rows"] if path.exists() else []
+
+
+def _save_rows(name: str, rows: list[dict], args) -> list[dict]:
+    """Write ``rows`` merged with the rows on disk (another process may be running other
+    splits of the same set under ``--resume``); returns the merged list."""
+    merged = {_row_key(r): r for r in _disk_rows(name)} if args.resume else {}
+    merged.update({_row_key(r): r for r in rows})
+    out = sorted(merged.values(), key=lambda r: (r["split"], "method" in r))
+    _save(name, {"rows": out, "args": vars(args)})
+    return out
+
+
 def run_small(name, args):
     """The SF x posterior grid and the baselines on each split of ``name``.
 
     With ``--resume`` the rows already in ``savigp_raw/<name>.json`` are kept and only
     the missing (split, SF, posterior) fits and baselines run (same --steps/--samples
-    assumed; the page reports what the JSON holds)."""
+    assumed; the page reports what the JSON holds).  The file is re-read before each fit
+    and merged on each save, so processes given different ``--split-ids`` can share it."""
     ds_name, lik, task, splits = SMALL[name]
     splits = splits[: args.splits] if args.splits else splits
-    rows = []
-    if args.resume and (RAW / f"{name}.json").exists():
-        rows = json.loads((RAW / f"{name}.json").read_text())["rows"]
-    done = {(r["split"], r.get("sf"), r.get("posterior"), r.get("method")) for r in rows}
+    if args.split_ids:
+        splits = tuple(int(k) for k in args.split_ids.split(","))
+    rows = _disk_rows(name) if args.resume else []
     for split in splits:
         ds = lg.datasets.load(ds_name, split=split)
         Xtr, Xte = _standardise(ds.X_train, ds.X_test)
@@ -100,7 +119,9 @@ def run_small(name, args):
         perm = np.random.default_rng(split).permutation(len(Xtr))  # nested inducing subsets
         for sf in SFS:
             for post in POSTERIORS:
-                if (split, sf, post, None) in done:
+                if args.resume:
+                    rows = _save_rows(name, rows, args)
+                if (split, sf, post, None) in {_row_key(r) for r in rows}:
                     continue
                 t0 = time.time()
                 M = max(1, math.ceil(sf * len(Xtr)))
@@ -126,10 +147,10 @@ def run_small(name, args):
                 rows.append(row)
                 print(name, row, flush=True)
                 if args.resume:  # keep every finished fit
-                    _save(name, {"rows": rows, "args": vars(args)})
+                    rows = _save_rows(name, rows, args)
         if not any(r["split"] == split and "method" in r for r in rows):
             rows += _baselines(name, task, Xtr, ytr, Xte, yte, split, args)
-        _save(name, {"rows": rows, "args": vars(args)})
+        rows = _save_rows(name, rows, args)
     return rows
 
 
@@ -1027,6 +1048,9 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="boston,creep,abalone,cancer,usps,mining,sarcos,seismic")
     ap.add_argument("--splits", type=int, default=0, help="limit the number of splits")
+    ap.add_argument(
+        "--split-ids", default="", help="small sets: run exactly these splits (e.g. 4,5)"
+    )
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--samples", type=int, default=50)
     ap.add_argument("--sarcos-m", type=int, default=100)
