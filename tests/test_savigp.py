@@ -298,6 +298,24 @@ def test_whitened_kl_terms_equal_the_unwhitened_formulas(kw):
         torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-8)
 
 
+def test_fit_seed_picks_the_monte_carlo_draws():
+    """Same seed: the same fit to the bit; another seed: other draws, so a dense fit on the
+    same data differs (it was identical for every seed before the seed reached the draws)."""
+    X, y = _data(N=25, seed=5)
+
+    def fit(seed):
+        m = lg.SAVIGP(likelihood="gaussian", dense=True, num_samples=5)
+        return m.fit(X, y, optimizer="lbfgs", max_steps=5, seed=seed, progress=False)
+
+    a, b, c = fit(1), fit(1), fit(2)
+    assert a.history_.objective == b.history_.objective
+    assert a.history_.objective != c.history_.objective
+    # a continued fit draws new numbers, it does not restart the stream
+    s0 = a._sample_seed
+    a.fit(X, y, optimizer="lbfgs", max_steps=2, seed=1, progress=False)
+    assert a._sample_seed > s0
+
+
 # ------------------------------------------------------------ black-box / misc ----
 def test_numpy_black_box_likelihood_trains_without_torch_gradients(exact):
     X, y, ex = exact
