@@ -608,6 +608,13 @@ RUN_COMMANDS = [
     "# elevators split 2's GPflow fits (its latentgp records are kept):",
     f"OMP_NUM_THREADS=1 nice -n 12 .venv/bin/python {_SCRIPT} --part uci --datasets "
     "elevators --splits 2,3,4 --inducing 256",
+    "# 24 Nov 2026 (session 9), the last half hour, beside two SAVIGP benchmark processes",
+    "# (three to four processes on the 2 cores); both stopped at the session's end, records",
+    "# of finished fits kept:",
+    f"OMP_NUM_THREADS=1 nice -n 12 .venv/bin/python {_SCRIPT} --part uci --datasets "
+    "energy,concrete,wine --splits 1,2,3,4 --inducing 512",
+    f"OMP_NUM_THREADS=1 nice -n 12 .venv/bin/python {_SCRIPT} --part uci --datasets "
+    "elevators --splits 2,3,4 --inducing 256",
     f"nice -n 10 .venv/bin/python {_SCRIPT} --part page",
 ]
 
