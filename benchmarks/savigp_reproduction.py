@@ -90,12 +90,17 @@ def _disk_rows(name: str) -> list[dict]:
     return json.loads(path.read_text())["rows"] if path.exists() else []
 
 
-def _save_rows(name: str, rows: list[dict], args) -> list[dict]:
-    """Write ``rows`` merged with the rows on disk (another process may be running other
-    splits of the same set under ``--resume``); returns the merged list."""
+def _merged_rows(name: str, rows: list[dict], args) -> list[dict]:
+    """``rows`` merged with the rows on disk (another process may be running other
+    splits of the same set under ``--resume``)."""
     merged = {_row_key(r): r for r in _disk_rows(name)} if args.resume else {}
     merged.update({_row_key(r): r for r in rows})
-    out = sorted(merged.values(), key=lambda r: (r["split"], "method" in r))
+    return sorted(merged.values(), key=lambda r: (r["split"], "method" in r))
+
+
+def _save_rows(name: str, rows: list[dict], args) -> list[dict]:
+    """Write the merged rows (:func:`_merged_rows`) and return them."""
+    out = _merged_rows(name, rows, args)
     _save(name, {"rows": out, "args": vars(args)})
     return out
 
@@ -119,8 +124,8 @@ def run_small(name, args):
         perm = np.random.default_rng(split).permutation(len(Xtr))  # nested inducing subsets
         for sf in SFS:
             for post in POSTERIORS:
-                if args.resume:
-                    rows = _save_rows(name, rows, args)
+                if args.resume:  # fits another process finished meanwhile
+                    rows = _merged_rows(name, rows, args)
                 if (split, sf, post, None) in {_row_key(r) for r in rows}:
                     continue
                 t0 = time.time()

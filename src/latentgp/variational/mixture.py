@@ -196,6 +196,18 @@ def cross_entropy(
     return -0.5 * (weights * per.sum(-1)).sum()
 
 
+def whitened_cross_entropy(
+    weights: torch.Tensor, v: torch.Tensor, C: torch.Tensor, logdet_K: torch.Tensor
+) -> torch.Tensor:
+    """:func:`cross_entropy` of ``u = Lzz v`` from the whitened mean ``v`` ``(K, Q, M)``
+    and full factor ``C`` ``(K, Q, M, M)`` (``R = Lzz C``), with ``log|Kzz_j|``
+    ``(Q,)``: ``-1/2 sum_k pi_k sum_j (M log 2 pi + log|Kzz_j| + |v_kj|^2 + |C_kj|_F^2)``,
+    no product with or solve against ``Lzz``."""
+    M = v.shape[-1]
+    per = M * LOG_2PI + logdet_K + v.square().sum(-1) + C.square().sum((-2, -1))  # (K, Q)
+    return -0.5 * (weights * per.sum(-1)).sum()
+
+
 def component_marginals(
     means: torch.Tensor,
     sqrt: torch.Tensor,
