@@ -90,7 +90,7 @@ class SparseGP(InducingInputs, GPModel):
     Z: initial inducing inputs ``(M, D)``; default: k-means++ on the training inputs.
     learn_inducing: optimise Z along with the hyperparameters.
     inducing_init: ``"kmeans"``, ``"random"`` or ``"greedy"`` (when Z is not given).
-    chunk_size: rows of X per chunk of the O(N M^2) sums (default ``max(1024, 2^22 / M)``).
+    chunk_size: rows of X per chunk of the O(N M^2) sums (default ``max(2048, 2^20 / M)``).
     normalize_y, device, dtype: see :class:`~latentgp.models.base.GPModel`.
 
     The objective is a full-data quantity: training is full batch (L-BFGS by default, 200
@@ -210,7 +210,10 @@ class SparseGP(InducingInputs, GPModel):
         return L
 
     def _rows(self) -> int:
-        return self.chunk_size or max(1024, 4_194_304 // self.num_inducing)
+        # about 2^20 elements per (M, rows) array (8 MB in float64), so that the element-wise
+        # passes over a chunk run from cache: at N = 36,000, M = 256 one objective +
+        # gradient evaluation took 20% less time with 4,096 rows than with 16,384
+        return self.chunk_size or max(2048, 1_048_576 // self.num_inducing)
 
     def _chunk_stats(
         self, X: torch.Tensor, Y: torch.Tensor, Lzz: torch.Tensor
