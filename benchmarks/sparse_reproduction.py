@@ -711,6 +711,7 @@ UCI_OBSERVATIONS: list[str] = [
 
 _SCRIPT = "benchmarks/sparse_reproduction.py"
 _LATER = f"OMP_NUM_THREADS=1 nice -n 15 .venv/bin/python {_SCRIPT} --part uci"
+_S10 = f"OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python {_SCRIPT} --part uci"
 #: (set, split) pairs run at M = 512 on 23 Nov 2026
 _M512_RUNS: list[tuple[str, int]] = [("energy", 0), ("concrete", 0), ("wine", 0)]
 RUN_COMMANDS = [
@@ -759,6 +760,17 @@ RUN_COMMANDS = [
         f"bike --splits {k} --inducing 256"
         for k in (2, 3, 4)
     ),
+    "# 24 Nov 2026 (session 10), two processes at a time on the 2 cores (three while",
+    "# evalspeed ran). The first two started with the library of 204b677, the next two",
+    "# with the faster solves of eae2dde, the last ones also with the smaller chunks of",
+    "# 1d9db7c (the library a running process uses is the one it started with):",
+    f"{_S10} --datasets kin40k,protein --splits 1,2,3,4 --inducing 256 --lbfgs-steps 30",
+    f"{_S10} --datasets pol,bike --splits 0,1,2,3,4 --inducing 512  # stopped after pol 1",
+    f"{_S10} --datasets bike,elevators --splits 0,1 --inducing 512",
+    f"{_S10} --datasets kin40k,protein --splits 0,1 --inducing 512 --lbfgs-steps 30",
+    f"{_S10} --datasets kin40k,protein --splits 2,3,4 --inducing 512 --lbfgs-steps 30",
+    f"{_S10} --datasets pol,bike,elevators --splits 2,3,4 --inducing 512",
+    f"OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python {_SCRIPT} --part evalspeed",
     f"nice -n 10 .venv/bin/python {_SCRIPT} --part page",
 ]
 
