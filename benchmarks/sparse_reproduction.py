@@ -625,16 +625,16 @@ NOT_RUN = (
 UCI_OBSERVATIONS: list[str] = [
     "### Reading the UCI tables",
     "",
-    "Written when the large sets had split 0 (elevators, pol and bike also split 1); the "
-    "large-set figures quoted below are from those splits, and the tables above hold "
-    "the splits run since.",
+    "Figures are means over the 5 splits unless a bullet says otherwise (rewritten in "
+    "session 10, when M = 256 had all 5 splits of all nine sets).",
     "",
     "- **latentgp VFE = GPflow SGPR** (two independent implementations, same init and "
     "budget): on the four small sets (20 splits at M = 256) test RMSE agrees to within "
     "0.03 on 18 of 20 splits (the two others: concrete split 3, 4.094 / 4.145, and split "
-    "2, 4.624 / 4.715) and NLPD to within 0.035 on all; on the large sets (split 0) RMSE "
-    "0.093 / 0.094 (elevators), 6.30 / 6.27 (pol), 0.075 / 0.073 (bike), 0.250 / 0.246 "
-    "(kin40k) and 0.534 / 0.537 (protein; both with 30 iterations). FITC agrees less "
+    "2, 4.624 / 4.715) and NLPD to within 0.035 on all; on the large sets RMSE 0.093 / "
+    "0.093 (elevators), 5.96 / 6.00 (pol), 0.071 / 0.071 (bike), 0.250 / 0.250 (kin40k) "
+    "and 0.543 / 0.544 (protein; both with 30 iterations), NLPD within 0.005 on each. "
+    "FITC agrees less "
     "closely with GPRFITC (at M = 256, RMSE up to 0.26 apart on concrete split 0, NLPD up "
     "to 0.33 on energy split 4): FITC's objective has several optima and 100 iterations "
     "stop the two optimisers in different places.",
@@ -650,29 +650,31 @@ UCI_OBSERVATIONS: list[str] = [
     "K** - Q** term repairs part of that but not the overfitted mean. On energy, the "
     "smoothest set, SoR/DTC have the best RMSE (0.435) but DTC's NLPD is the worst "
     "(3.43). On the large sets (N >> M) the picture turns: SoR/DTC have the lowest RMSE "
-    "of all models on elevators (0.091), pol (6.16), bike (0.052 vs VFE 0.075), kin40k "
-    "(0.240 vs 0.250) and protein (0.510 vs 0.534), and SoR's NLPD is better than VFE's, "
-    "while DTC's NLPD is the worst of the collapsed methods on every large set (e.g. 0.93 "
-    "vs SoR -1.55 on bike).",
+    "of all models on elevators (0.090 vs VFE 0.093), bike (0.056 vs 0.071), kin40k "
+    "(0.238 vs 0.250) and protein (0.520 vs 0.543), and come second to VFE on pol (6.04 "
+    "vs 5.96); SoR's NLPD is better than VFE's on all five, "
+    "while DTC's NLPD is the worst of the collapsed methods on every large set (e.g. 0.97 "
+    "vs SoR -1.46 on bike, 1.13 vs 0.77 on protein).",
     "- **FITC**'s RMSE on housing (2.50) is below the exact GP's (2.64; the exact fits "
     "used 97 of their 100 steps on average, so they may not have fully converged). FITC "
     "is a different (heteroscedastic) model rather than an approximation that converges "
     "to the exact GP at this M. On energy, FITC or GPRFITC has the best NLPD of all "
     "models on 4 of 5 splits, but FITC's is 6.6 on split 4 (hence 1.67 ± 2.47); it is "
     "worse than VFE on housing (2.69 vs 2.33) and concrete (2.96 vs 2.91). On pol, bike "
-    "and kin40k it has the worst RMSE of the collapsed methods (7.78 vs VFE 6.30, 0.159 "
-    "vs 0.075, 0.273 vs 0.250) and yet, with GPRFITC, the best NLPD (2.92 vs 3.27, -2.38 "
-    "vs -1.08, -0.16 vs 0.05): its input-dependent noise buys likelihood, not accuracy. "
-    "On protein it comes second to SoR in both (RMSE 0.526, NLPD 0.773; VFE 0.534, "
-    "0.797).",
+    "and kin40k it has the worst RMSE of the collapsed methods (7.45 vs VFE 5.96, 0.166 "
+    "vs 0.071, 0.281 vs 0.250) and yet, with GPRFITC, the best NLPD (2.91 vs 3.24, -2.41 "
+    "vs -1.13, -0.17 vs 0.05): its input-dependent noise buys likelihood, not accuracy. "
+    "On elevators it has the best NLPD at VFE's RMSE (-1.04 vs -0.96, both 0.093); on "
+    "protein it comes second to SoR in both (RMSE 0.537, NLPD 0.789; SoR 0.520, 0.766; "
+    "VFE 0.543, 0.810).",
     "- **SVGP** with the small budget used here (300 Adam steps, batch 1024: about 20 "
     "epochs on the large sets) is under-trained on energy (RMSE 0.841 vs VFE 0.468), "
-    "concrete (5.09 vs 4.46), pol (11.1 vs 6.30), bike (0.262 vs 0.075), kin40k (0.324 vs "
-    "0.250) and protein (0.569 vs 0.534), somewhat worse on elevators (0.099 vs 0.093), "
+    "concrete (5.09 vs 4.46), pol (11.2 vs 5.96), bike (0.266 vs 0.071), kin40k (0.324 vs "
+    "0.250) and protein (0.576 vs 0.543), somewhat worse on elevators (0.098 vs 0.093), "
     "close on wine and better on housing (2.49 vs 2.72): the collapsed bound does not "
     "need to learn q(u), which is the reason to prefer VFE for Gaussian likelihoods when "
-    "the data fit a full-batch optimiser. SVGP took about 21 s on every large set against "
-    "200-280 s per collapsed fit.",
+    "the data fit a full-batch optimiser. At M = 256 SVGP took 8-21 s per large set (median over "
+    "the splits) against 30-180 s per collapsed fit.",
     "- **Speed**: latentgp's collapsed fits took 1.0-1.9x (VFE) and 1.3-3.5x (FITC, M = 256) the "
     "wall time of GPflow's on the small sets, and 1.4-2.0x on the large sets, for the "
     "same number of L-BFGS iterations. A profile of one FITC fit (housing, M = 256) "
