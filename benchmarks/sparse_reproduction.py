@@ -442,25 +442,7 @@ def run_eval_speed(quick: bool) -> None:
 def _gpflow_eval_times(Xtr, ytr, Z0, init, reps: int) -> list[dict]:
     if not GPFLOW_PY.exists():
         return []
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "train.npz")
-        np.savez(
-            path,
-            X_train=Xtr,
-            y_train=ytr,
-            Z=Z0,
-            lengthscale=np.full(Xtr.shape[1], init["lengthscale"]),
-            variance=init["variance"],
-            noise=init["noise"],
-        )
-        env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
-        proc = subprocess.run(
-            [str(GPFLOW_PY), str(RUNNER), "--eval", path, str(reps)],
-            capture_output=True,
-            text=True,
-            env={**env, "OMP_NUM_THREADS": "1"},
-            timeout=3600,
-        )
+    proc = _call_gpflow_runner(["--eval"], [str(reps)], Xtr, ytr, Z0, init)
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
@@ -533,21 +515,20 @@ def _fit_svgp(d: dict, Z0: np.ndarray, seed: int):
     return m.fit(d["Xtr"], d["ytr"], max_steps=SVGP_STEPS, batch_size=B, lr=SVGP_LR, seed=seed)
 
 
-def _run_gpflow(Xtr, ytr, Xte, yte, Z0, init) -> list[dict]:
-    if not GPFLOW_PY.exists():
-        return [{"model": "gpflow-SGPR", "error": "no .venv-gpflow"}]
+def _call_gpflow_runner(before: list[str], after: list[str], Xtr, ytr, Z0, init, **test):
+    """Run gpflow_sparse_runner.py in .venv-gpflow on the data, initial Z and
+    hyperparameters, saved to a temporary .npz (``test``: X_test / y_test arrays)."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "split.npz")
+        path = os.path.join(tmp, "data.npz")
         np.savez(
             path,
             X_train=Xtr,
             y_train=ytr,
-            X_test=Xte,
-            y_test=yte,
             Z=Z0,
             lengthscale=np.full(Xtr.shape[1], init["lengthscale"]),
             variance=init["variance"],
             noise=init["noise"],
+            **test,
         )
         env = {
             **os.environ,
@@ -555,13 +536,19 @@ def _run_gpflow(Xtr, ytr, Xte, yte, Z0, init) -> list[dict]:
             "TF_CPP_MIN_LOG_LEVEL": "3",
             "OMP_NUM_THREADS": "1",
         }
-        proc = subprocess.run(
-            [str(GPFLOW_PY), str(RUNNER), path, str(LBFGS_STEPS)],
+        return subprocess.run(
+            [str(GPFLOW_PY), str(RUNNER), *before, path, *after],
             capture_output=True,
             text=True,
             env=env,
             timeout=3600,
         )
+
+
+def _run_gpflow(Xtr, ytr, Xte, yte, Z0, init) -> list[dict]:
+    if not GPFLOW_PY.exists():
+        return [{"model": "gpflow-SGPR", "error": "no .venv-gpflow"}]
+    proc = _call_gpflow_runner([], [str(LBFGS_STEPS)], Xtr, ytr, Z0, init, X_test=Xte, y_test=yte)
     out = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or len(out) < 2:
         out.append({"model": "gpflow-error", "error": proc.stderr[-300:]})
