@@ -140,6 +140,35 @@ def test_two_processes_equal_one_process(tmp_path, kw):
     _assert_same(two, one, tol=1e-9)
 
 
+def _work_then_crash_at_exit(out):
+    import atexit
+
+    if D.is_main():
+        torch.save({"done": torch.ones(1)}, out)
+    else:
+        atexit.register(os.abort)  # SIGABRT in interpreter teardown, after the work
+
+
+def _crash_during_work(out):
+    if not D.is_main():
+        os.abort()
+    torch.distributed.barrier()  # rank 0 waits for rank 1, which never comes
+
+
+def test_spawn_tolerates_a_teardown_crash_after_the_work(tmp_path):
+    out = tmp_path / "done.pt"
+    with pytest.warns(RuntimeWarning, match="died from signal SIGABRT while tearing down"):
+        D.spawn(_work_then_crash_at_exit, 2, str(out))
+    assert torch.load(out, weights_only=True)["done"].item() == 1
+
+
+def test_spawn_raises_a_crash_during_the_work(tmp_path):
+    import torch.multiprocessing as mp
+
+    with pytest.raises(mp.ProcessExitedException, match="SIGABRT"):
+        D.spawn(_crash_during_work, 2, str(tmp_path / "never.pt"))
+
+
 def test_local_part_weights_make_the_average_exact():
     idx = torch.arange(101)
     parts = torch.tensor_split(idx, 2)

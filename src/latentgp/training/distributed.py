@@ -13,8 +13,11 @@ process group with more than one process is initialised; this module holds the p
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import socket
+import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -96,7 +99,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawn_entry(rank: int, fn: Callable, nproc: int, port: int, args: tuple) -> None:
+def _spawn_entry(
+    rank: int, fn: Callable, nproc: int, port: int, args: tuple, done_dir: str
+) -> None:
+    # A worker killed by a fatal signal (SIGSEGV, SIGABRT from C++) prints its Python
+    # stack to stderr, so the parent's "process 1 terminated with signal ..." has a where.
+    faulthandler.enable(all_threads=True)
     os.environ.update(
         RANK=str(rank),
         WORLD_SIZE=str(nproc),
@@ -110,6 +118,9 @@ def _spawn_entry(rank: int, fn: Callable, nproc: int, port: int, args: tuple) ->
         fn(*args)
         if dist.is_initialized():
             dist.barrier()  # nobody tears down while another still communicates
+        # Past the barrier every process has returned from ``fn``: the work is complete.
+        with open(os.path.join(done_dir, f"rank{rank}"), "w") as f:
+            f.write("done\n")
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -117,7 +128,34 @@ def _spawn_entry(rank: int, fn: Callable, nproc: int, port: int, args: tuple) ->
 
 def spawn(fn: Callable[..., Any], nproc: int, *args: Any) -> None:
     """Run ``fn(*args)`` in ``nproc`` processes on this machine, joined in a gloo (CPU) or
-    NCCL process group over loopback; each process gets ``cpu_count / nproc`` threads."""
+    NCCL process group over loopback; each process gets ``cpu_count / nproc`` threads.
+
+    An error or a crash in any process while ``fn`` runs is raised here.  A process that
+    dies from a signal *after* every process has returned from ``fn`` (a crash inside the
+    C++ teardown of the process group, which gloo does rarely under load) loses no work:
+    that is reported as a :class:`RuntimeWarning` and ``spawn`` returns normally."""
     import torch.multiprocessing as mp
 
-    mp.spawn(_spawn_entry, args=(fn, nproc, free_port(), args), nprocs=nproc, join=True)
+    with tempfile.TemporaryDirectory(prefix="latentgp-spawn-") as done_dir:
+        try:
+            mp.spawn(
+                _spawn_entry,
+                args=(fn, nproc, free_port(), args, done_dir),
+                nprocs=nproc,
+                join=True,
+            )
+        except mp.ProcessExitedException as e:
+            if not os.listdir(done_dir):
+                raise
+            how = (
+                f"died from signal {e.signal_name}"
+                if e.signal_name
+                else f"exited with code {e.exit_code}"
+            )
+            warnings.warn(
+                f"distributed worker {e.error_index} {how} while "
+                "tearing down the process group, after every worker had finished its work; "
+                "the results are complete",
+                RuntimeWarning,
+                stacklevel=2,
+            )
