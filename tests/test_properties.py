@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import latentgp as lg
 from latentgp import kernels as K
 from latentgp import likelihoods as L
-from latentgp.variational.conditionals import conditional_marginals
+from latentgp.variational import conditional_marginals
 
 _QUIET = [HealthCheck.too_slow]
 FAST = settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=_QUIET)

@@ -100,7 +100,7 @@ def test_quad_form_and_solve_paths_agree_in_values_and_gradients(whiten, cov):
 
 
 def test_quad_form_marginals_gradcheck():
-    from latentgp.variational.conditionals import _QuadFormMarginals
+    from latentgp.variational.fastpaths import QuadFormMarginals
 
     g = torch.Generator().manual_seed(0)
     Kzx = torch.randn(2, 4, 6, generator=g, dtype=torch.float64, requires_grad=True)
@@ -109,13 +109,13 @@ def test_quad_form_marginals_gradcheck():
     R = (R0 + R0.mT).requires_grad_(True)
     # R enters as a symmetric matrix: check the symmetrised function
     assert torch.autograd.gradcheck(
-        lambda K, a, r: _QuadFormMarginals.apply(K, a, 0.5 * (r + r.mT)), (Kzx, alpha, R)
+        lambda K, a, r: QuadFormMarginals.apply(K, a, 0.5 * (r + r.mT)), (Kzx, alpha, R)
     )
 
 
 def test_factor_marginals_gradcheck_and_agree_with_projected_path():
     """The small-batch path (W = S^T A) is the same function as the T = I - S S^T path."""
-    from latentgp.variational.conditionals import _FactorMarginals, _ProjectedMarginals
+    from latentgp.variational.fastpaths import FactorMarginals, ProjectedMarginals
 
     g = torch.Generator().manual_seed(1)
     Q, M, B = 2, 4, 6
@@ -126,11 +126,11 @@ def test_factor_marginals_gradcheck_and_agree_with_projected_path():
     S = torch.randn(Q, M, M, generator=g, dtype=torch.float64).tril().requires_grad_(True)
 
     def factor(K, l, mu, s):
-        return _FactorMarginals.apply(K, l.tril(), mu, s.tril())
+        return FactorMarginals.apply(K, l.tril(), mu, s.tril())
 
     def projected(K, l, mu, s):
         T = torch.eye(M, dtype=torch.float64) - s.tril() @ s.tril().mT
-        return _ProjectedMarginals.apply(K, l.tril(), mu, T)
+        return ProjectedMarginals.apply(K, l.tril(), mu, T)
 
     assert torch.autograd.gradcheck(factor, (Kzx, L, m, S))
     w = torch.randn(2, Q, B, generator=g, dtype=torch.float64)
@@ -147,10 +147,10 @@ def test_marginal_path_follows_the_batch_size(monkeypatch):
     """B < 2M takes the factor form, B >= 2M the quadratic form (float64)."""
     import types
 
-    import latentgp.variational.conditionals as C
+    import latentgp.variational.fastpaths as C
 
     calls = []
-    for name in ("_FactorMarginals", "_QuadFormMarginals", "_ProjectedMarginals"):
+    for name in ("FactorMarginals", "QuadFormMarginals", "ProjectedMarginals"):
         original = getattr(C, name)
 
         def apply(*args, _name=name, _f=original):
@@ -162,29 +162,29 @@ def test_marginal_path_follows_the_batch_size(monkeypatch):
     for B in (3, 7, 8, 20):
         Kzx = torch.randn(1, 4, B, dtype=torch.float64)
         kxx = torch.ones(1, B, dtype=torch.float64)
-        C.conditional_marginals(Kzx, kxx, Lzz, q.q_mu, q.q_sqrt, True)
-    assert calls == ["_FactorMarginals", "_FactorMarginals"] + ["_QuadFormMarginals"] * 2
+        C.fast_marginals(Kzx, kxx, Lzz, q.q_mu, q.q_sqrt, True)
+    assert calls == ["FactorMarginals", "FactorMarginals"] + ["QuadFormMarginals"] * 2
 
 
 def test_auto_mode_avoids_quad_form_for_ill_conditioned_kzz():
-    from latentgp.variational.conditionals import _use_quad_form
+    from latentgp.variational.fastpaths import use_quad_form
 
     Kzx = torch.zeros(1, 3, 10, dtype=torch.float64)
     good = torch.eye(3, dtype=torch.float64)[None]
     bad = torch.diag(torch.tensor([1.0, 1.0, 1e-4], dtype=torch.float64))[None]
-    assert _use_quad_form(Kzx, good)
-    assert not _use_quad_form(Kzx, bad)  # pivot ratio^2 = 1e8
-    assert not _use_quad_form(Kzx.float(), good.float())  # float32 keeps the solve path
-    assert not _use_quad_form(Kzx[..., :2], good)  # batch smaller than M
+    assert use_quad_form(Kzx, good)
+    assert not use_quad_form(Kzx, bad)  # pivot ratio^2 = 1e8
+    assert not use_quad_form(Kzx.float(), good.float())  # float32 keeps the solve path
+    assert not use_quad_form(Kzx[..., :2], good)  # batch smaller than M
     with lg.config(marginals="quad"):
-        assert _use_quad_form(Kzx, bad)
+        assert use_quad_form(Kzx, bad)
     with pytest.raises(ValueError, match="marginals"):
         with lg.config(marginals="fast"):
             pass
 
 
 def test_whitened_quad_factors_backward_matches_autograd_and_finite_differences():
-    from latentgp.variational.conditionals import _WhitenedQuadFactors, quad_form_factors
+    from latentgp.variational.fastpaths import WhitenedQuadFactors, quad_form_factors
 
     g = torch.Generator().manual_seed(1)
     Q, M = 2, 5
@@ -205,7 +205,7 @@ def test_whitened_quad_factors_backward_matches_autograd_and_finite_differences(
 
     leaves1 = [t.clone().requires_grad_(True) for t in (L, m, S)]
     leaves2 = [t.clone().requires_grad_(True) for t in (L, m, S)]
-    l1 = loss(_WhitenedQuadFactors.apply, *leaves1)
+    l1 = loss(WhitenedQuadFactors.apply, *leaves1)
     l2 = loss(generic, *leaves2)
     torch.testing.assert_close(l1, l2, rtol=1e-12, atol=1e-12)
     l1.backward()
@@ -217,6 +217,6 @@ def test_whitened_quad_factors_backward_matches_autograd_and_finite_differences(
         torch.tril(leaves1[2].grad), torch.tril(leaves2[2].grad), rtol=1e-9, atol=1e-10
     )
     assert torch.autograd.gradcheck(
-        lambda Lx, mx, Sx: _WhitenedQuadFactors.apply(torch.tril(Lx), mx, torch.tril(Sx)),
+        lambda Lx, mx, Sx: WhitenedQuadFactors.apply(torch.tril(Lx), mx, torch.tril(Sx)),
         tuple(t.clone().requires_grad_(True) for t in (L, m, S)),
     )

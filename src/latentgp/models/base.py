@@ -359,8 +359,13 @@ class GPModel(nn.Module):
         if not self.built:
             raise RuntimeError(f"{type(self).__name__} is not fitted yet: call fit(X, y) first")
 
-    def _prediction_cache(self) -> Any:
+    def prediction_cache(self) -> Any:
         """Factors reused across prediction chunks, recomputed when parameters change.
+
+        For the inducing-point models this is (or contains) the conditional's
+        :class:`~latentgp.variational.PredictiveCache`; ExactGP keeps its Cholesky factor.
+        Public so that tools built on a fitted model (e.g. acquisition functions) can
+        reuse it; treat it as read-only.
 
         The cache is keyed on the parameters' *values* (a detached copy taken when it is
         computed), not on their version counters: fused optimisers (``Adam(fused=True)``,
@@ -415,7 +420,7 @@ class GPModel(nn.Module):
             yield X[start : start + cs]
 
     def _latent_raw(self, X: torch.Tensor, chunk_size: int | None = None):
-        cache = self._prediction_cache()
+        cache = self.prediction_cache()
         means, vars_ = [], []
         with torch.no_grad():
             for xc in self._chunks(X, chunk_size):
@@ -464,7 +469,7 @@ class GPModel(nn.Module):
         """
         self._require_built()
         Xt = self._check_X(X)
-        cache = self._prediction_cache()
+        cache = self.prediction_cache()
         means, vars_ = [], []
         with torch.no_grad():
             for xc in self._chunks(Xt, chunk_size):
@@ -488,7 +493,7 @@ class GPModel(nn.Module):
         Xt = self._check_X(X)
         yt = self._check_y(y, Xt.shape[0])
         ys = self._scale_y(yt)
-        cache = self._prediction_cache()
+        cache = self.prediction_cache()
         out = []
         cs = self._rows_per_chunk(chunk_size)
         with torch.no_grad():
@@ -511,7 +516,7 @@ class GPModel(nn.Module):
         self._require_built()
         Xt = self._check_X(X)
         with torch.no_grad():
-            m, K = self._predict_f_full(Xt, self._prediction_cache())
+            m, K = self._predict_f_full(Xt, self.prediction_cache())
         if self._uses_scaling():
             m = m * self.y_scale + self.y_mean
             K = K * (self.y_scale**2)[:, None, None]

@@ -19,8 +19,9 @@ import torch
 from ..inducing import check_inducing_init, inducing_inputs_arg, initial_inducing
 from ..kernels import Kernel
 from ..likelihoods import Bernoulli, likelihood_from_name
-from ..linalg import cholesky, solve_lower
+from ..linalg import cholesky
 from ..validation import check_positive_int
+from ..variational import cached_marginals, conditional_covariance, predictive_cache
 from .base import GPModel
 from .inducing_inputs import InducingInputs
 
@@ -126,10 +127,6 @@ class InducingEPClassifier(InducingInputs, GPModel):
         return Xt, 2.0 * yt - 1.0
 
     # -------------------------------------------------------------------- shared --
-    def prior_factor(self) -> torch.Tensor:
-        """``L = chol(K_zz)`` (M, M), differentiable; jitter recorded in ``last_jitter``."""
-        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")
-        return L
 
     def _set_q(self, mean: torch.Tensor, sqrt_cov: torch.Tensor) -> None:
         with torch.no_grad():
@@ -139,22 +136,17 @@ class InducingEPClassifier(InducingInputs, GPModel):
 
     # ----------------------------------------------------------------- prediction --
     def _compute_cache(self):
+        """The strategy's prediction cache of q(u) = N(q_mean, q_sqrt q_sqrt^T) (over u)."""
         L = self.prior_factor()
-        return L, solve_lower(L, self.q_mean[:, None])[:, 0], solve_lower(L, self.q_sqrt)
+        return predictive_cache(L, self.q_mean[None], self.q_sqrt[None], whiten=False)
 
     def _predict_f_chunk(self, X, cache):
-        L, m_w, P = cache
-        V = solve_lower(L, self.kernel(self.Z, X))  # (M, B)
-        mean = V.mT @ m_w
-        var = self.kernel.diag(X) - V.square().sum(0) + (P.mT @ V).square().sum(0)
-        return mean[:, None], var.clamp_min(1e-12)[:, None]
+        mean, var = cached_marginals(cache, self.kernel(self.Z, X), self.kernel.diag(X))
+        return mean.mT, var.mT
 
     def _predict_f_full(self, X, cache):
-        L, m_w, P = cache
-        V = solve_lower(L, self.kernel(self.Z, X))
-        PV = P.mT @ V
-        cov = self.kernel(X) - V.mT @ V + PV.mT @ PV
-        return (V.mT @ m_w)[:, None], cov[None]
+        mean, cov = conditional_covariance(cache, self.kernel(self.Z, X), self.kernel(X))
+        return mean.mT, cov
 
     def objective(self, X, y, num_data):  # pragma: no cover - EP models train in fit
         raise NotImplementedError(f"{type(self).__name__} trains with its own EP loop in fit")

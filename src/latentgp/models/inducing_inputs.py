@@ -1,4 +1,5 @@
-"""Inducing inputs stored in units of the input columns.
+"""The inducing-point prior: inducing inputs stored in units of the input columns, and
+the Cholesky factor of Kzz that every inducing-point model shares.
 
 A model with inducing inputs keeps ``Z_raw`` (the trainable tensor) and a buffer
 ``input_unit`` ``(D,)``, the standard deviation of each input column of the data that
@@ -25,6 +26,7 @@ import torch
 from torch import nn
 
 from ..inducing import inducing_inputs_arg
+from ..linalg import cholesky
 from ..parameters import column_unit
 
 
@@ -69,6 +71,13 @@ class InducingInputs:
                     f"shape {tuple(self.Z_raw.shape)}"
                 ) from None
             self.Z_raw.copy_(v / self.input_unit)
+
+    def prior_factor(self) -> torch.Tensor:
+        """Cholesky factor of ``Kzz = k(Z, Z)``: ``(Q, M, M)`` for a kernel with batch shape
+        ``(Q,)``, else ``(M, M)``; differentiable.  The jitter that the factorisation needed
+        goes to ``last_jitter`` (reported by ``fit``)."""
+        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")  # type: ignore[attr-defined]
+        return L
 
     def _set_input_unit(self, X: torch.Tensor) -> None:
         """Measure ``input_unit`` on the data ``X`` ``(N, D)`` that Z lives among (keeps Z)."""

@@ -49,9 +49,14 @@ from ..likelihoods import CallableLikelihood, Likelihood
 from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
 from ..validation import check_positive_int, check_targets
+from ..variational import (
+    PredictiveCache,
+    cached_marginals,
+    conditional_marginals,
+    predictive_cache,
+)
 from ..variational.mixture import (
     MixtureVariational,
-    component_marginals,
     cross_entropy,
     entropy_bound,
     whitened_cross_entropy,
@@ -349,10 +354,6 @@ class SAVIGP(InducingInputs, GPModel):
             self.q.init_from_prior(Lzz, self.init_cov_scale, spread, self.whiten)
 
     # -------------------------------------------------------------- posterior --
-    def prior_factor(self) -> torch.Tensor:
-        """Cholesky factor of Kzz ``(Q, M, M)``; the jitter used goes to ``last_jitter``."""
-        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")
-        return L
 
     def _q_parts(self, Lzz: torch.Tensor):
         """``(weights, means, sqrt, logdet)`` of q(u); sqrt ``(K, Q, M, M)`` or ``(K, Q, M)``."""
@@ -402,12 +403,26 @@ class SAVIGP(InducingInputs, GPModel):
         ent = entropy_bound(w, v, C, False, q.logdet()) + 0.5 * logdet_K.sum()
         return ent, whitened_cross_entropy(w, v, C, logdet_K)
 
+    def _conditional_args(self, parts) -> tuple:
+        """q(u)'s components as the conditional takes them: ``(means, sqrt, whiten,
+        is_diag)``.  Whitened full factors go in as they are stored (``v``, ``C``), so no
+        ``Lzz C`` product or solve against it is needed; otherwise the u-space values."""
+        q = self.q
+        if self.whiten and not q.is_diag and self.parameterization == "cholesky":
+            return q.means, q.sqrt(), True, False
+        _, m, R, _ = parts
+        return m, R, False, q.is_diag
+
     def _marginals(self, X: torch.Tensor, Lzz: torch.Tensor, parts) -> tuple:
         """Component marginals of q(f_n): mean, var ``(K, B, Q)`` (prior mean included)."""
-        w, m, R, _ = parts
-        mean, var = component_marginals(
-            m, R, self.q.is_diag, Lzz, self.kernel(self.Z, X), self.kernel.diag(X)
+        mean, var = conditional_marginals(
+            self.kernel(self.Z, X), self.kernel.diag(X), Lzz, *self._conditional_args(parts)
         )
+        return mean.mT + self.prior_mean, var.mT
+
+    def _cached_marginals(self, X: torch.Tensor, cache: PredictiveCache) -> tuple:
+        """:meth:`_marginals` from the prediction cache, ``(K, B, Q)``."""
+        mean, var = cached_marginals(cache, self.kernel(self.Z, X), self.kernel.diag(X))
         return mean.mT + self.prior_mean, var.mT
 
     def _dense_marginals(self, parts) -> tuple:
@@ -668,21 +683,22 @@ class SAVIGP(InducingInputs, GPModel):
     # ------------------------------------------------------------- prediction --
     def _compute_cache(self):
         Lzz = self.prior_factor()
-        return Lzz, self._q_parts(Lzz)
+        parts = self._q_parts(Lzz)
+        return Lzz, parts, predictive_cache(Lzz, *self._conditional_args(parts))
 
     def component_marginals(self, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-component latent marginals at ``X``: weights ``(K,)``, mean and var
         ``(K, N, Q)`` (scaled-target units)."""
         self._require_built()
         Xt = self._check_X(X)
-        Lzz, parts = self._prediction_cache()
+        _, parts, pcache = self.prediction_cache()
         with torch.no_grad():
-            m, v = self._marginals(Xt, Lzz, parts)
+            m, v = self._cached_marginals(Xt, pcache)
         return parts[0].detach().cpu().numpy(), m.cpu().numpy(), v.cpu().numpy()
 
     def _predict_f_chunk(self, X, cache):
-        Lzz, parts = cache
-        m, v = self._marginals(X, Lzz, parts)  # (K, B, Q)
+        _, parts, pcache = cache
+        m, v = self._cached_marginals(X, pcache)  # (K, B, Q)
         w = parts[0][:, None, None]
         mean = (w * m).sum(0)
         var = (w * (v + m.square())).sum(0) - mean.square()
@@ -702,12 +718,12 @@ class SAVIGP(InducingInputs, GPModel):
         probabilities for classification).  Black-box likelihoods: Monte Carlo."""
         self._require_built()
         Xt = self._check_X(X)
-        cache = self._prediction_cache()
+        cache = self.prediction_cache()
         w = cache[1][0].detach()
         means, vars_ = [], []
         with torch.no_grad():
             for xc in self._chunks(Xt, chunk_size):
-                m, v = self._marginals(xc, *cache)  # (K, B, Q)
+                m, v = self._cached_marginals(xc, cache[2])  # (K, B, Q)
                 my, vy = self.likelihood.predictive_moments(*self._comp_lik_args(m, v))
                 ww = w.reshape((-1,) + (1,) * (my.ndim - 1))
                 mean = (ww * my).sum(0)
@@ -729,13 +745,13 @@ class SAVIGP(InducingInputs, GPModel):
         self._require_built()
         Xt = self._check_X(X)
         ys = self._scale_y(self._check_y(y, Xt.shape[0]))
-        cache = self._prediction_cache()
+        cache = self.prediction_cache()
         logw = cache[1][0].detach().log()
         out = []
         cs = chunk_size or 4096
         with torch.no_grad():
             for s in range(0, Xt.shape[0], cs):
-                m, v = self._marginals(Xt[s : s + cs], *cache)
+                m, v = self._cached_marginals(Xt[s : s + cs], cache[2])
                 yc = ys[s : s + cs]
                 if isinstance(self.likelihood, CallableLikelihood):
                     f = self._mc_draws(m, v, self.pred_samples)  # (S, K, B, Q)

@@ -204,10 +204,6 @@ class SparseGP(InducingInputs, GPModel):
         return self
 
     # ------------------------------------------------------------------ objective --
-    def prior_factor(self) -> torch.Tensor:
-        """Cholesky factor L of Kzz ``(M, M)``; the jitter used goes to ``last_jitter``."""
-        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")
-        return L
 
     def _rows(self) -> int:
         # about 2^20 elements per (M, rows) array (8 MB in float64), so that the element-wise

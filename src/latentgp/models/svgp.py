@@ -19,10 +19,15 @@ from ..inducing import (
 )
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
-from ..linalg import cholesky, solve_lower, solve_upper_t
+from ..linalg import cholesky, solve_lower
 from ..validation import check_positive_int
-from ..variational import GaussianVariational, conditional_marginals
-from ..variational.conditionals import whitened_moments
+from ..variational import (
+    GaussianVariational,
+    cached_marginals,
+    conditional_covariance,
+    gaussian_marginals,
+    gaussian_predictive_cache,
+)
 from .base import GPModel, register_model
 from .inducing_inputs import InducingInputs
 
@@ -140,20 +145,11 @@ class SVGP(InducingInputs, GPModel):
                 self.q.q_mu.copy_(u[..., 0])
 
     # ------------------------------------------------------------------ objective --
-    def prior_factor(self) -> torch.Tensor:
-        """Cholesky factor of Kzz, ``(Q, M, M)``; the jitter used goes to ``last_jitter``."""
-        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")
-        return L
 
     def _marginals(self, X: torch.Tensor, Lzz: torch.Tensor):
-        Kzx = self.kernel(self.Z, X)  # (Q, M, B)
-        kxx = self.kernel.diag(X)  # (Q, B)
-        diag = self.covariance == "diag"
-        q_sqrt = self.q.q_sqrt_diag() if diag else self.q.q_sqrt
-        mean, var = conditional_marginals(
-            Kzx, kxx, Lzz, self.q.q_mu, q_sqrt, self.whiten, q_sqrt_is_diag=diag
-        )
-        return mean.mT, var.mT  # (B, Q)
+        """Marginals of q(f) at ``X`` ``(B, D)``: mean, var ``(B, Q)``."""
+        mean, var = gaussian_marginals(self.q, self.kernel(self.Z, X), self.kernel.diag(X), Lzz)
+        return mean.mT, var.mT
 
     def expected_log_lik(self, X, y, Lzz) -> torch.Tensor:
         """``E_q[log p(y_n | f_n)]`` for each point of the batch, ``(B,)``."""
@@ -225,46 +221,17 @@ class SVGP(InducingInputs, GPModel):
 
     # ----------------------------------------------------------------- prediction --
     def _compute_cache(self):
-        """Predictive factors, computed once per parameter state in O(M^3).
-
-        float64: ``alpha = Lzz^{-T} m_w`` ``(Q, M)`` and ``R = Lzz^{-T} (I - S_w S_w^T)
-        Lzz^{-1}`` ``(Q, M, M)``, so that a chunk costs one product ``R Kzx``
-        (``2 B M^2`` flops): ``mean = Kzx^T alpha``, ``var = kxx - diag(Kzx^T R Kzx)``.
-        The quadratic form can lose ``eps * cond(Kzz)`` of the variance to cancellation,
-        harmless in float64 with the jitter bounding ``cond(Kzz)``; float32 models keep
-        the triangular-solve path instead.
-        """
-        Lzz = self.prior_factor()
-        if self.dtype_ != torch.float64:
-            return ("solve", Lzz)
-        diag = self.covariance == "diag"
-        q_sqrt = self.q.q_sqrt_diag() if diag else self.q.q_sqrt
-        m_w, T = whitened_moments(Lzz, self.q.q_mu, q_sqrt, self.whiten, diag)
-        L = Lzz.expand_as(T)
-        alpha = solve_upper_t(L, m_w[..., None])[..., 0]
-        R = solve_upper_t(L, solve_upper_t(L, T).mT)  # L^{-T} T L^{-1} (T symmetric)
-        return ("quad", Lzz, alpha, 0.5 * (R + R.mT))
+        """The strategy's :class:`~latentgp.variational.PredictiveCache` (``O(M^3)``, once
+        per parameter state)."""
+        return gaussian_predictive_cache(self.q, self.prior_factor())
 
     def _predict_f_chunk(self, X, cache):
-        if cache[0] == "solve":
-            return self._marginals(X, cache[1])
-        _, _, alpha, R = cache
-        Kzx = self.kernel(self.Z, X)  # (Q, M, B)
-        mean = (Kzx * alpha[..., None]).sum(-2)
-        kxx = self.kernel.diag(X)
-        var = kxx - (Kzx * (R @ Kzx)).sum(-2)
-        return mean.mT, var.clamp_min(1e-12 * kxx.abs().clamp_min(1e-300)).mT
+        mean, var = cached_marginals(cache, self.kernel(self.Z, X), self.kernel.diag(X))
+        return mean.mT, var.mT
 
     def _predict_f_full(self, X, cache):
-        Lzz = cache[1]
-        Kzx = self.kernel(self.Z, X)
-        A = solve_lower(Lzz, Kzx)
-        W = A if self.whiten else solve_upper_t(Lzz, A)
-        mean = (W * self.q.q_mu[..., None]).sum(-2).mT
-        SW = self.q.q_sqrt.mT @ W
-        cov = self.kernel(X).expand(Lzz.shape[0], X.shape[0], X.shape[0])
-        cov = cov - A.mT @ A + SW.mT @ SW
-        return mean, cov
+        mean, cov = conditional_covariance(cache, self.kernel(self.Z, X), self.kernel(X))
+        return mean.mT, cov
 
 
 class _FirstLatent:

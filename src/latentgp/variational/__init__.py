@@ -1,6 +1,30 @@
-"""Variational families over inducing values, their KL terms and conditionals."""
+"""Variational families over inducing values, their KL terms and the one conditional.
 
-from .conditionals import conditional_marginals
+- :mod:`.gaussian`, :mod:`.mixture`: posterior families over inducing values.
+- :mod:`.strategy`: the conditional q(u) -> q(f) and its prediction cache (every
+  inducing-point model goes through it).
+- :mod:`.fastpaths`: the hand-written autograd paths the strategy chooses between.
+"""
+
 from .gaussian import GaussianVariational, gaussian_kl
+from .strategy import (
+    PredictiveCache,
+    cached_marginals,
+    conditional_covariance,
+    conditional_marginals,
+    gaussian_marginals,
+    gaussian_predictive_cache,
+    predictive_cache,
+)
 
-__all__ = ["GaussianVariational", "gaussian_kl", "conditional_marginals"]
+__all__ = [
+    "GaussianVariational",
+    "PredictiveCache",
+    "cached_marginals",
+    "conditional_covariance",
+    "conditional_marginals",
+    "gaussian_kl",
+    "gaussian_marginals",
+    "gaussian_predictive_cache",
+    "predictive_cache",
+]

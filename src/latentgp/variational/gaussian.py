@@ -59,6 +59,15 @@ class GaussianVariational(nn.Module):
             return torch.tril(self.q_sqrt_raw)
         return torch.diag_embed(softplus(self.q_sqrt_raw))
 
+    @property
+    def is_diag(self) -> bool:
+        return self.covariance == "diag"
+
+    def factor(self) -> torch.Tensor:
+        """The square root in the form the conditional takes: the ``(Q, M, M)`` factor,
+        or for ``"diag"`` the ``(Q, M)`` standard deviations."""
+        return self.q_sqrt_diag() if self.is_diag else self.q_sqrt
+
     def q_sqrt_diag(self) -> torch.Tensor:
         """``(Q, M)`` diagonal of the factor."""
         if self.covariance == "full":

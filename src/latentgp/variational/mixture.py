@@ -17,6 +17,9 @@ and the marginals of q(f_n) per component (Theorem 1) are univariate per latent:
     b_kj(n)      = a_jn^T m_kj,   a_jn = Kzz_j^-1 k_j(Z, x_n)
     Sigma_kj(n)  = k_j(x_n, x_n) - a_jn^T k_j(Z, x_n) + a_jn^T S_kj a_jn
 
+which is the one conditional of :mod:`latentgp.variational.strategy` with the components
+as a leading axis (``conditional_marginals(Kzx, kxx, Lzz, means, sqrt, whiten=False)``).
+
 Shapes: weights ``(K,)``, means ``(K, Q, M)``, square roots ``(K, Q, M, M)`` (any square
 root, not necessarily triangular) or standard deviations ``(K, Q, M)`` for "diag".
 Every function is batched over K and Q: no Python loops.
@@ -29,7 +32,7 @@ import math
 import torch
 from torch import nn
 
-from ..linalg import cholesky, solve_lower, solve_upper_t
+from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -206,30 +209,6 @@ def whitened_cross_entropy(
     M = v.shape[-1]
     per = M * LOG_2PI + logdet_K + v.square().sum(-1) + C.square().sum((-2, -1))  # (K, Q)
     return -0.5 * (weights * per.sum(-1)).sum()
-
-
-def component_marginals(
-    means: torch.Tensor,
-    sqrt: torch.Tensor,
-    is_diag: bool,
-    Lzz: torch.Tensor,
-    Kzx: torch.Tensor,
-    kxx: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-component marginals of q(f_n): mean and variance, ``(K, Q, B)`` each.
-
-    Kzx: ``(Q, M, B)``; kxx: ``(Q, B)`` prior variances; Lzz ``(Q, M, M)``.
-    """
-    At = solve_lower(Lzz, Kzx)  # Lzz^-1 Kzx  (Q, M, B)
-    A = solve_upper_t(Lzz, At)  # Kzz^-1 Kzx  (Q, M, B)
-    mean = torch.einsum("kqm,qmb->kqb", means, A)
-    var = kxx - At.square().sum(-2)  # (Q, B)
-    if is_diag:
-        quad = (sqrt[..., None] * A).square().sum(-2)  # (K, Q, B)
-    else:
-        quad = torch.einsum("kqmi,qmb->kqib", sqrt, A).square().sum(-2)
-    var = var + quad
-    return mean, var.clamp_min(1e-12 * kxx.detach().abs().clamp_min(1e-300))
 
 
 def sample(

@@ -25,11 +25,10 @@ import torch
 from ...config import get_config
 from ...inducing import initial_inducing
 from ...kernels import Kernel
-from ...linalg import cholesky
 from ...metrics import nlpd_samples
 from ...parameters import LOG_2PI
 from ...validation import check_positive_int
-from ...variational import GaussianVariational, conditional_marginals
+from ...variational import GaussianVariational, gaussian_marginals
 from ..base import GPModel
 from ..inducing_inputs import InducingInputs
 
@@ -71,7 +70,7 @@ class MixturePredictive:
 
     def _mixture(self, Xt: torch.Tensor, chunk_size: int | None = None):
         """Mixture of all rows of ``Xt``, in original units: three ``(N, K)`` tensors."""
-        cache = self._prediction_cache()
+        cache = self.prediction_cache()
         parts = []
         with torch.no_grad():
             for xc in self._chunks(Xt, chunk_size):
@@ -238,16 +237,10 @@ class ModulatedGP(InducingInputs, MixturePredictive, GPModel):
             self._set_input_unit(X)
             self.Z = Z
 
-    def prior_factor(self) -> torch.Tensor:
-        """Batched Cholesky of Kzz, ``(Q, M, M)``; jitter recorded in ``last_jitter``."""
-        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")
-        return L
 
     def latent_marginals(self, X: torch.Tensor, Lzz: torch.Tensor):
         """SVGP marginals of all Q GPs at ``X`` ``(B, D)``: mean, var ``(B, Q)``."""
-        mean, var = conditional_marginals(
-            self.kernel(self.Z, X), self.kernel.diag(X), Lzz, self.q.q_mu, self.q.q_sqrt, True
-        )
+        mean, var = gaussian_marginals(self.q, self.kernel(self.Z, X), self.kernel.diag(X), Lzz)
         return mean.mT, var.mT
 
     def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -255,7 +248,7 @@ class ModulatedGP(InducingInputs, MixturePredictive, GPModel):
         self._require_built()
         Xt = self._check_X(X)
         with torch.no_grad():
-            m, v = self.latent_marginals(Xt, self._prediction_cache())
+            m, v = self.latent_marginals(Xt, self.prediction_cache())
         return m.cpu().numpy(), v.cpu().numpy()
 
     def _compute_cache(self):

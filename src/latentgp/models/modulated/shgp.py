@@ -124,7 +124,7 @@ class SHGP(ModulatedGP):
         """Closed-form predictive mean and variance ``(N,)`` (original units)."""
         self._require_built()
         Xt = self._check_X(X)
-        Lzz = self._prediction_cache()
+        Lzz = self.prediction_cache()
         with torch.no_grad():
             mf, vf, mw, vw = self._fw(Xt, Lzz)
             m = mf * torch.exp(mw + 0.5 * vw)
@@ -140,7 +140,7 @@ class SHGP(ModulatedGP):
         self._require_built()
         Xt = self._check_X(X)
         with torch.no_grad():
-            _, _, mw, vw = self._fw(Xt, self._prediction_cache())
+            _, _, mw, vw = self._fw(Xt, self.prediction_cache())
             sd = self.c.sqrt() * torch.exp(mw + 0.5 * vw)
             if self._uses_scaling():
                 sd = sd * self.y_scale[0]

@@ -36,7 +36,7 @@ from ...inducing import initial_inducing
 from ...likelihoods import Gaussian
 from ...parameters import LOG_2PI, inv_softplus, softplus
 from ...validation import check_positive_int
-from ...variational import GaussianVariational, conditional_marginals
+from ...variational import GaussianVariational, gaussian_marginals
 from ..base import GPModel, register_model
 from .base import ModulatedGP
 
@@ -184,16 +184,9 @@ class SLGP(ModulatedGP):
         """Marginals of the P output GPs at encodings ``H`` ``(..., Dh)``: ``(..., P)`` each."""
         lead = H.shape[:-1]
         Hf = H.reshape(-1, H.shape[-1])
-        m, v = conditional_marginals(
-            self.kernel(self.Z, Hf), self.kernel.diag(Hf), Lzz, self.q.q_mu, self.q.q_sqrt, True
-        )
+        m, v = gaussian_marginals(self.q, self.kernel(self.Z, Hf), self.kernel.diag(Hf), Lzz)
         return m.mT.reshape(lead + (-1,)), v.mT.reshape(lead + (-1,))
 
-    def prior_factor(self):
-        from ...linalg import cholesky
-
-        L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")
-        return L
 
     def expected_log_lik_h(self, H, y2, Lzz):
         """``Lt(h) = E_{q(f(h))}[log N(y | f(h), nu_eps)]`` summed over outputs, ``(...,)``."""
@@ -261,7 +254,7 @@ class SLGP(ModulatedGP):
         return max(1, int(2e7 // per_row))
 
     def _all_components(self, Xt):
-        Lzz = self._prediction_cache()
+        Lzz = self.prediction_cache()
         ms, vs = [], []
         with torch.no_grad():
             for xc in self._chunks(Xt, self._chunk_rows()):
@@ -295,7 +288,7 @@ class SLGP(ModulatedGP):
         self._require_built()
         S = check_positive_int(num_samples, "num_samples")
         Xt = self._check_X(X)
-        Lzz = self._prediction_cache()
+        Lzz = self.prediction_cache()
         rows = max(1, int(2e7 // (S * (self.output_dim or 1) * self.num_inducing)))
         with torch.no_grad():
             parts = [self._components(xc, Lzz, K=S, seed=0 if seed is None else int(seed))

@@ -1,4 +1,7 @@
-"""The conditional q(u) -> marginals of q(f_n) for a batch of inputs.
+"""The hand-written autograd paths of the conditional q(u) -> q(f_n), chosen in one place.
+
+:func:`fast_marginals` picks a path; :mod:`latentgp.variational.strategy` is the only
+caller (every model reaches the conditional through it).
 
 For one latent, with ``A = Lzz^{-1} Kzx`` ``(M, B)`` and q over whitened values
 ``v = Lzz^{-1} u ~ N(m_w, S_w S_w^T)``:
@@ -11,12 +14,12 @@ For one latent, with ``A = Lzz^{-1} Kzx`` ``(M, B)`` and q over whitened values
 
 Cost.  Three ways, chosen by the batch size B against M (``config.marginals``):
 
-- B < 2 M, whitened full q: :class:`_FactorMarginals` -- ``W = S^T A`` and
+- B < 2 M, whitened full q: :class:`FactorMarginals` -- ``W = S^T A`` and
   ``var = kxx - |A_n|^2 + |W_n|^2``; ``10 B M^2`` flops and no ``O(M^3)`` work beyond
   Kzz's Cholesky.
-- B >= 2 M, float64, Kzz well conditioned: :class:`_QuadFormMarginals` with
+- B >= 2 M, float64, Kzz well conditioned: :class:`QuadFormMarginals` with
   ``R = Lzz^{-T} T Lzz^{-1}`` -- ``4 B M^2`` flops in matrix products plus ~15 M^3.
-- otherwise: :class:`_ProjectedMarginals` -- one triangular solve and one product
+- otherwise: :class:`ProjectedMarginals` -- one triangular solve and one product
   ``T A`` with ``T = I - S_w S_w^T`` forward, one solve and one ``A diag(g) A^T`` backward
   (``6 B M^2``), the gradient with respect to ``Lzz`` assembled from M x M quantities
   (~10 M^3).
@@ -40,7 +43,7 @@ def _filled_output_grads(A: torch.Tensor, g_mean, g_quad):
     return g_mean, g_quad
 
 
-class _ProjectedMarginals(torch.autograd.Function):
+class ProjectedMarginals(torch.autograd.Function):
     """``(Kzx, L, m_w, T) -> (A^T m_w, diag(A^T T A))`` with ``A = L^{-1} Kzx``.
 
     Shapes: Kzx ``(Q, M, B)``, L ``(Q, M, M)`` lower, m_w ``(Q, M)``, T ``(Q, M, M)``
@@ -80,11 +83,11 @@ class _ProjectedMarginals(torch.autograd.Function):
         return g_Kzx, g_L, (g_m if need_m else None), (g_T if need_T else None)
 
 
-class _FactorMarginals(torch.autograd.Function):
+class FactorMarginals(torch.autograd.Function):
     """Whitened full q: ``(Kzx, L, m, S) -> (A^T m, |A_n|^2 - |S^T A_n|^2)``, ``A = L^{-1} Kzx``.
 
     Shapes: Kzx ``(Q, M, B)``, L and S ``(Q, M, M)`` lower, m ``(Q, M)``; returns two
-    ``(Q, B)`` tensors.  Unlike :class:`_ProjectedMarginals` it never forms
+    ``(Q, B)`` tensors.  Unlike :class:`ProjectedMarginals` it never forms
     ``T = I - S S^T``: the only ``O(M^3)`` work of a step is then Kzz's Cholesky, at the
     price of ``10 B M^2`` flops (two triangular solves against the batch, four
     ``M x M x B`` products), so it is the cheaper path while the batch is not much larger
@@ -123,7 +126,7 @@ class _FactorMarginals(torch.autograd.Function):
         return (g_Kzx if need_kzx else None), g_L, g_m, g_S
 
 
-class _QuadFormMarginals(torch.autograd.Function):
+class QuadFormMarginals(torch.autograd.Function):
     """``(Kzx, alpha, R) -> (Kzx^T alpha, diag(Kzx^T R Kzx))`` for symmetric ``R``.
 
     Shapes: Kzx ``(Q, M, B)``, alpha ``(Q, M)``, R ``(Q, M, M)``; returns two ``(Q, B)``
@@ -160,7 +163,7 @@ class _QuadFormMarginals(torch.autograd.Function):
         return g_Kzx, g_alpha, g_R
 
 
-class _WhitenedQuadFactors(torch.autograd.Function):
+class WhitenedQuadFactors(torch.autograd.Function):
     """``(L, m, S) -> (alpha, R)`` with ``alpha = L^{-T} m``, ``R = L^{-T} (I - S S^T) L^{-1}``.
 
     The whitened, full-covariance case of :func:`quad_form_factors` with a hand-written
@@ -247,14 +250,14 @@ QUAD_FORM_MAX_PIVOT_RATIO = 1e6
 
 
 #: Below a batch of this many times M, the whitened full-covariance marginals go through
-#: :class:`_FactorMarginals` (``10 B M^2`` flops + Kzz's Cholesky); from it on, through
-#: the quadratic form (``4 B M^2 + ~15 M^3``, float64) or :class:`_ProjectedMarginals`
+#: :class:`FactorMarginals` (``10 B M^2`` flops + Kzz's Cholesky); from it on, through
+#: the quadratic form (``4 B M^2 + ~15 M^3``, float64) or :class:`ProjectedMarginals`
 #: (``6 B M^2 + ~10 M^3``, float32).  The flop counts cross at ``B = 2 M``; measured
 #: step times (docs/design.md, "Marginals") agree to within the noise.
 FACTOR_MAX_BATCH_RATIO = 2
 
 
-def _use_quad_form(Kzx: torch.Tensor, Lzz: torch.Tensor) -> bool:
+def use_quad_form(Kzx: torch.Tensor, Lzz: torch.Tensor) -> bool:
     """Quadratic-form path: float64, a batch of at least 2 M points, Kzz well conditioned.
 
     It trades the triangular solve against the batch for ``O(M^3)`` work on ``R`` and
@@ -273,7 +276,7 @@ def _use_quad_form(Kzx: torch.Tensor, Lzz: torch.Tensor) -> bool:
     return bool(ratio * ratio < QUAD_FORM_MAX_PIVOT_RATIO)
 
 
-def conditional_marginals(
+def fast_marginals(
     Kzx: torch.Tensor,
     Kxx_diag: torch.Tensor,
     Lzz: torch.Tensor,
@@ -299,22 +302,22 @@ def conditional_marginals(
     """
     Q, M = q_mu.shape
     Kzx = Kzx.expand(Q, *Kzx.shape[-2:])
-    if _use_quad_form(Kzx, Lzz):
+    if use_quad_form(Kzx, Lzz):
         if whiten and q_sqrt is not None and not q_sqrt_is_diag:
-            alpha, R = _WhitenedQuadFactors.apply(Lzz.expand(Q, M, M), q_mu, q_sqrt)
+            alpha, R = WhitenedQuadFactors.apply(Lzz.expand(Q, M, M), q_mu, q_sqrt)
         else:
             m_w, T = whitened_moments(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
             alpha, R = quad_form_factors(Lzz, m_w, T)
-        mean, quad = _QuadFormMarginals.apply(Kzx, alpha, R)
+        mean, quad = QuadFormMarginals.apply(Kzx, alpha, R)
     elif (
         whiten
         and q_sqrt is not None
         and not q_sqrt_is_diag
         and Kzx.shape[-1] < FACTOR_MAX_BATCH_RATIO * M
     ):
-        mean, quad = _FactorMarginals.apply(Kzx, Lzz.expand(Q, M, M), q_mu, q_sqrt)
+        mean, quad = FactorMarginals.apply(Kzx, Lzz.expand(Q, M, M), q_mu, q_sqrt)
     else:
         m_w, T = whitened_moments(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
-        mean, quad = _ProjectedMarginals.apply(Kzx, Lzz.expand(Q, M, M), m_w, T)
+        mean, quad = ProjectedMarginals.apply(Kzx, Lzz.expand(Q, M, M), m_w, T)
     var = Kxx_diag - quad
     return mean, var.clamp_min(1e-12 * Kxx_diag.detach().abs().clamp_min(1e-300))

@@ -1,0 +1,204 @@
+"""The one inducing-point conditional: q(u) -> marginals (or joint) of q(f) at a batch.
+
+Every inducing-point model (SVGP and its compositions SVHGP/SHGP/SMGP, SAVIGP's mixture
+components, SLGP's output GPs, the predictions of SEP and GFITC) reaches q(f) through the
+functions of this module, so the hand-written autograd paths of
+:mod:`latentgp.variational.fastpaths` serve all of them.
+
+For q over whitened values ``v = Lzz^{-1} u ~ N(m_w, S_w S_w^T)`` and
+``A = Lzz^{-1} Kzx`` ``(M, B)``:
+
+    mean_n = A_n^T m_w,        var_n = kxx_n - |A_n|^2 + |S_w^T A_n|^2
+
+(whitened q: ``m_w = m, S_w = S``; q over u itself: ``m_w = Lzz^{-1} m``,
+``S_w = Lzz^{-1} S``, where ``S`` may be any square root of the covariance).
+
+Shapes.  ``Kzx`` ``(Q, M, B)`` (or ``(M, B)`` shared by the latents), ``Kxx_diag``
+``(Q, B)``, ``Lzz`` ``(Q, M, M)`` (or ``(M, M)``); q's mean ``(..., Q, M)`` and square root
+``(..., Q, M, M)`` (diagonal: standard deviations ``(..., Q, M)``), where the optional
+leading axes ``...`` index the components of a mixture (SAVIGP) and share ``Kzx``, ``Lzz``.
+Results are ``(..., Q, B)`` (joint covariances ``(..., Q, B, B)``).
+
+Prediction reuses one :class:`PredictiveCache` per parameter state: with
+``alpha = Lzz^{-T} m_w`` and ``R = Lzz^{-T} (I - S_w S_w^T) Lzz^{-1}`` a chunk costs one
+product ``R Kzx``; the cache keeps the triangular-solve form where that quadratic form
+would lose accuracy (float32, or Kzz badly conditioned).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..config import get_config
+from ..linalg import solve_lower, solve_upper_t
+from .fastpaths import (
+    QUAD_FORM_MAX_PIVOT_RATIO,
+    fast_marginals,
+    quad_form_factors,
+    whitened_moments,
+)
+
+
+def _clamp_var(var: torch.Tensor, kxx: torch.Tensor) -> torch.Tensor:
+    """Variances clamped at ``1e-12 |k(x, x)|``: cancellation never gives a negative one."""
+    return var.clamp_min(1e-12 * kxx.detach().abs().clamp_min(1e-300))
+
+
+def conditional_marginals(
+    Kzx: torch.Tensor,
+    Kxx_diag: torch.Tensor,
+    Lzz: torch.Tensor,
+    q_mu: torch.Tensor,
+    q_sqrt: torch.Tensor | None,
+    whiten: bool,
+    q_sqrt_is_diag: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Marginal means and variances of q(f) at a batch of inputs.
+
+    Parameters
+    ----------
+    Kzx: ``(Q, M, B)`` cross-covariances (``(M, B)`` when shared).
+    Kxx_diag: ``(Q, B)`` prior variances.
+    Lzz: ``(Q, M, M)`` Cholesky factors of Kzz (``(M, M)`` when shared).
+    q_mu: ``(..., Q, M)``; q_sqrt: ``(..., Q, M, M)`` square root, or ``(..., Q, M)``
+        standard deviations if ``q_sqrt_is_diag``; None for a point mass (prior
+        conditional variance).
+    whiten: whether q is over ``v = Lzz^{-1} u``.
+
+    Returns
+    -------
+    mean, var: ``(..., Q, B)`` each; var is clamped at ``1e-12 |k(x, x)|``.
+    """
+    lead = tuple(q_mu.shape[:-2])
+    if not lead:
+        return fast_marginals(Kzx, Kxx_diag, Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
+    Q, M = q_mu.shape[-2:]
+    B = Kzx.shape[-1]
+    full = lead + (Q,)
+    mean, var = fast_marginals(
+        Kzx.expand(full + (M, B)).reshape(-1, M, B),
+        Kxx_diag.expand(full + (B,)).reshape(-1, B),
+        Lzz.expand(full + (M, M)).reshape(-1, M, M),
+        q_mu.reshape(-1, M),
+        None if q_sqrt is None else q_sqrt.reshape((-1,) + tuple(q_sqrt.shape[len(lead) + 1 :])),
+        whiten,
+        q_sqrt_is_diag,
+    )
+    return mean.reshape(full + (B,)), var.reshape(full + (B,))
+
+
+def gaussian_marginals(
+    q, Kzx: torch.Tensor, Kxx_diag: torch.Tensor, Lzz: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`conditional_marginals` of a
+    :class:`~latentgp.variational.GaussianVariational` ``q``: ``(Q, B)`` each."""
+    return conditional_marginals(Kzx, Kxx_diag, Lzz, q.q_mu, q.factor(), q.whiten, q.is_diag)
+
+
+@dataclass(frozen=True)
+class PredictiveCache:
+    """The factors that prediction reuses for one parameter state.
+
+    ``Lzz`` ``(Q, M, M)``; q's ``q_mu`` ``(..., Q, M)`` and ``q_sqrt`` as in
+    :func:`conditional_marginals`; ``alpha`` ``(..., Q, M)`` and ``R`` ``(..., Q, M, M)``
+    when the quadratic-form path is used (else None: chunks take the solve path).
+    """
+
+    Lzz: torch.Tensor
+    q_mu: torch.Tensor
+    q_sqrt: torch.Tensor | None
+    whiten: bool
+    q_sqrt_is_diag: bool
+    alpha: torch.Tensor | None = None
+    R: torch.Tensor | None = None
+
+    @property
+    def uses_quad_form(self) -> bool:
+        return self.R is not None
+
+
+def _cache_quad_form(Lzz: torch.Tensor) -> bool:
+    """Quadratic form for prediction: float64 and Kzz well conditioned (its pivot ratio
+    bounds the cancellation, :data:`~latentgp.variational.fastpaths.QUAD_FORM_MAX_PIVOT_RATIO`),
+    unless ``config.marginals`` forces a path."""
+    mode = get_config().marginals
+    if mode in ("solve", "quad"):
+        return mode == "quad"
+    if Lzz.dtype != torch.float64:
+        return False
+    d = Lzz.detach().diagonal(dim1=-2, dim2=-1).abs()
+    ratio = (d.amax(-1) / d.amin(-1)).amax()
+    return bool(ratio * ratio < QUAD_FORM_MAX_PIVOT_RATIO)
+
+
+def predictive_cache(
+    Lzz: torch.Tensor,
+    q_mu: torch.Tensor,
+    q_sqrt: torch.Tensor | None,
+    whiten: bool,
+    q_sqrt_is_diag: bool = False,
+) -> PredictiveCache:
+    """Build the :class:`PredictiveCache` of q in ``O(M^3)`` per latent and component."""
+    if not _cache_quad_form(Lzz):
+        return PredictiveCache(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
+    lead = tuple(q_mu.shape[:-2])
+    Q, M = q_mu.shape[-2:]
+    n = math.prod(lead) * Q
+    L = Lzz.expand(lead + (Q, M, M)).reshape(n, M, M)
+    sq = None if q_sqrt is None else q_sqrt.reshape((n,) + tuple(q_sqrt.shape[len(lead) + 1 :]))
+    m_w, T = whitened_moments(L, q_mu.reshape(n, M), sq, whiten, q_sqrt_is_diag)
+    alpha, R = quad_form_factors(L, m_w, T)
+    return PredictiveCache(
+        Lzz,
+        q_mu,
+        q_sqrt,
+        whiten,
+        q_sqrt_is_diag,
+        alpha.reshape(lead + (Q, M)),
+        R.reshape(lead + (Q, M, M)),
+    )
+
+
+def gaussian_predictive_cache(q, Lzz: torch.Tensor) -> PredictiveCache:
+    """:func:`predictive_cache` of a :class:`~latentgp.variational.GaussianVariational`."""
+    return predictive_cache(Lzz, q.q_mu, q.factor(), q.whiten, q.is_diag)
+
+
+def cached_marginals(
+    cache: PredictiveCache, Kzx: torch.Tensor, Kxx_diag: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Marginals ``(..., Q, B)`` of q(f) from a :class:`PredictiveCache` (no gradients
+    needed: prediction).  Quadratic form: ``mean = Kzx^T alpha``,
+    ``var = kxx - diag(Kzx^T R Kzx)``; otherwise :func:`conditional_marginals`."""
+    if cache.R is None:
+        return conditional_marginals(
+            Kzx, Kxx_diag, cache.Lzz, cache.q_mu, cache.q_sqrt, cache.whiten,
+            cache.q_sqrt_is_diag,
+        )
+    mean = (Kzx * cache.alpha[..., None]).sum(-2)
+    var = Kxx_diag - (Kzx * (cache.R @ Kzx)).sum(-2)
+    return mean, _clamp_var(var, Kxx_diag)
+
+
+def conditional_covariance(
+    cache: PredictiveCache, Kzx: torch.Tensor, Kxx: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean ``(..., Q, B)`` and joint covariance ``(..., Q, B, B)`` of q(f) at a batch.
+
+    ``Kxx`` ``(Q, B, B)`` (or ``(B, B)``): the prior covariance of the batch.
+    ``cov = Kxx - A^T A + (S^T W)^T (S^T W)`` with ``A = Lzz^{-1} Kzx`` and ``W = A``
+    (whitened) or ``Lzz^{-T} A``.
+    """
+    Lzz = cache.Lzz
+    A = solve_lower(Lzz, Kzx.expand(Lzz.shape[:-2] + Kzx.shape[-2:]))
+    W = A if cache.whiten else solve_upper_t(Lzz, A)
+    mean = (W * cache.q_mu[..., None]).sum(-2)
+    cov = Kxx - A.mT @ A
+    if cache.q_sqrt is not None:
+        S = torch.diag_embed(cache.q_sqrt) if cache.q_sqrt_is_diag else cache.q_sqrt
+        SW = S.mT @ W
+        cov = cov + SW.mT @ SW
+    return mean, cov
