@@ -23,6 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from .constants import LOG_2PI
+from .kde import kde_bandwidth, kde_log_density, rule_bandwidth
+
 __all__ = [
     "rmse",
     "mae",
@@ -38,7 +41,6 @@ __all__ = [
     "kde_bandwidth",
 ]
 
-_LOG_2PI = math.log(2.0 * math.pi)
 
 
 # ============================================================================ helpers
@@ -220,7 +222,7 @@ def nlpd_gaussian(y: Any, mean: Any, var: Any) -> float:
     y = _targets(y)
     m = _match(y, "y", _arr(mean, "mean"), "mean")
     v = _var(var, y, strict=True)
-    return float(np.mean(0.5 * (_LOG_2PI + np.log(v)) + 0.5 * (y - m) ** 2 / v))
+    return float(np.mean(0.5 * (LOG_2PI + np.log(v)) + 0.5 * (y - m) ** 2 / v))
 
 
 def nlpd(log_density: Any) -> float:
@@ -285,45 +287,8 @@ def nlpd_mixture(y: Any, means: Any, vars: Any, weights: Any) -> float:
         raise ValueError(f"weights must sum to 1 over components; row {i} sums to {sums[i]}")
     with np.errstate(divide="ignore"):
         log_w = np.log(w)
-    comp = log_w - 0.5 * (_LOG_2PI + np.log(v)) - 0.5 * (y[:, None] - mu) ** 2 / v
+    comp = log_w - 0.5 * (LOG_2PI + np.log(v)) - 0.5 * (y[:, None] - mu) ** 2 / v
     return float(-np.mean(_logsumexp(comp, axis=1)))
-
-
-def kde_bandwidth(samples: Any, rule: str = "scott") -> np.ndarray:
-    """Per-point Gaussian-KDE bandwidths of samples ``(S, N)``.
-
-    Parameters
-    ----------
-    samples : array_like
-        ``S`` predictive samples for each of ``N`` points, shape ``(S, N)``.
-    rule : {"scott", "silverman", "silverman_robust"}
-        ``"scott"``: ``h = sd * S^(-1/5)``; ``"silverman"``: ``h = sd * (3 S / 4)^(-1/5)``
-        (the 1-D factors of ``scipy.stats.gaussian_kde``, with ``sd`` the sample standard
-        deviation, ``ddof=1``); ``"silverman_robust"``:
-        ``h = 0.9 min(sd, IQR / 1.34) S^(-1/5)``.
-
-    Returns
-    -------
-    np.ndarray
-        Bandwidths, shape ``(N,)``.
-    """
-    s = _arr(samples, "samples")
-    if s.ndim != 2 or s.shape[0] < 2:
-        raise ValueError(f"samples must have shape (S, N) with S >= 2, got {s.shape}")
-    n_s = s.shape[0]
-    sd = np.std(s, axis=0, ddof=1)
-    if rule == "scott":
-        h = sd * n_s ** (-0.2)
-    elif rule == "silverman":
-        h = sd * (0.75 * n_s) ** (-0.2)
-    elif rule == "silverman_robust":
-        q75, q25 = np.percentile(s, [75, 25], axis=0)
-        spread = np.minimum(sd, (q75 - q25) / 1.34)
-        spread = np.where(spread > 0, spread, sd)
-        h = 0.9 * spread * n_s ** (-0.2)
-    else:
-        raise ValueError(f"rule must be 'scott', 'silverman' or 'silverman_robust', got {rule!r}")
-    return h
 
 
 def nlpd_samples(y: Any, samples: Any, bandwidth: float | np.ndarray | str | None = None) -> float:
@@ -365,22 +330,13 @@ def nlpd_samples(y: Any, samples: Any, bandwidth: float | np.ndarray | str | Non
             f"samples must have shape (S, N) = (S, {y.shape[0]}) like y {y.shape}, got {s.shape}"
         )
     if bandwidth is None or isinstance(bandwidth, str):
-        h = kde_bandwidth(s, "scott" if bandwidth is None else bandwidth)
-        if np.any(h <= 0):
-            i = int(np.argmin(h))
-            raise ValueError(
-                f"the samples of point {i} are all identical, so the rule-based bandwidth "
-                f"is 0; pass an explicit positive bandwidth"
-            )
+        h = rule_bandwidth(s, bandwidth)
     else:
         h = _arr(bandwidth, "bandwidth")
         h = np.full(y.shape, float(h)) if h.ndim == 0 else _match(y, "y", h, "bandwidth")
         if np.any(h <= 0):
             raise ValueError("bandwidth must be strictly positive")
-    z = (y[None, :] - s) / h[None, :]
-    log_k = -0.5 * z**2 - 0.5 * _LOG_2PI - np.log(h)[None, :]
-    log_p = _logsumexp(log_k, axis=0) - math.log(s.shape[0])
-    return float(-np.mean(log_p))
+    return float(-np.mean(kde_log_density(y, s, h)))
 
 
 def crps_gaussian(y: Any, mean: Any, var: Any) -> float:

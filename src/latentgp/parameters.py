@@ -6,12 +6,12 @@ A positive quantity ``theta`` is stored as an unconstrained ``raw`` tensor with
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
+from .constants import LOG_2PI as LOG_2PI  # re-exported for older imports
 from .data.standardize import column_varies
 
 
@@ -37,7 +37,6 @@ def positive_parameter(
     return torch.nn.Parameter(raw.expand(shape).clone())
 
 
-LOG_2PI = math.log(2.0 * math.pi)
 
 
 def column_unit(X: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from ..parameters import LOG_2PI, positive_parameter, softplus
+from ..constants import LOG_2PI
+from ..parameters import positive_parameter, softplus
 from .base import Likelihood, register
 
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..config import get_config
-from ..parameters import LOG_2PI
+from ..constants import LOG_2PI
 from .base import Likelihood, gauss_hermite, register
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from ..parameters import LOG_2PI, positive_parameter, softplus
+from ..constants import LOG_2PI
+from ..parameters import positive_parameter, softplus
 from .base import Likelihood, register
 
 

@@ -16,14 +16,11 @@ Everything is batched over data points (no Python loops); shapes are in the docs
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch.special import log_ndtr
 
+from ..constants import LOG_2PI
 from ..linalg import cholesky, solve_lower
-
-LOG_2PI = math.log(2.0 * math.pi)
 
 
 def probit_tilted(y: torch.Tensor, a: torch.Tensor, b: torch.Tensor):

@@ -7,10 +7,9 @@ the factor (cached until the parameters change).
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from ..constants import LOG_2PI
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cho_solve, cholesky, solve_lower
@@ -34,7 +33,7 @@ class _GaussianLogMarginal(torch.autograd.Function):
         logdet = 2.0 * L.diagonal().log().sum()
         ctx.save_for_backward(L, alpha)
         ctx.P = P
-        return -0.5 * ((Y * alpha).sum() + P * logdet + N * P * math.log(2 * math.pi))
+        return -0.5 * ((Y * alpha).sum() + P * logdet + N * P * LOG_2PI)
 
     @staticmethod
     def backward(ctx, g):

@@ -50,6 +50,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from ..constants import LOG_2PI
 from ..inducing import (
     check_inducing_init,
     check_inducing_sizes,
@@ -65,7 +66,6 @@ from .inducing_inputs import InducingInputs
 
 METHODS = ("sor", "dtc", "fitc", "vfe")
 _METHOD_ALIASES = {"dic": "sor", "titsias": "vfe", "sgpr": "vfe"}
-_LOG_2PI = math.log(2.0 * math.pi)
 
 
 def _method_name(method: Any) -> str:
@@ -269,7 +269,7 @@ class SparseGP(InducingInputs, GPModel):
         LB, _ = cholesky(B, "I + A Lam^-1 A^T", jitter=0.0)
         c = solve_lower(LB, b)
         logdet_half = LB.diagonal().log().sum()
-        out = -0.5 * (N * P * _LOG_2PI + P * sum_log_lam + y_lam_y - c.square().sum())
+        out = -0.5 * (N * P * LOG_2PI + P * sum_log_lam + y_lam_y - c.square().sum())
         out = out - P * logdet_half
         if self.method == "vfe":
             out = out - P * trace / (2.0 * self.likelihood.variance)

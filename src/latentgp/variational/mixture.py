@@ -32,10 +32,9 @@ import math
 import torch
 from torch import nn
 
+from ..constants import LOG_2PI
 from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
-
-LOG_2PI = math.log(2.0 * math.pi)
 
 
 class MixtureVariational(nn.Module):

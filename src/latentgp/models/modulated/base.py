@@ -23,10 +23,10 @@ import numpy as np
 import torch
 
 from ...config import get_config
+from ...constants import LOG_2PI
 from ...inducing import initial_inducing
+from ...kde import kde_log_density, rule_bandwidth
 from ...kernels import Kernel
-from ...metrics import nlpd_samples
-from ...parameters import LOG_2PI
 from ...validation import check_positive_int
 from ...variational import GaussianVariational, gaussian_marginals
 from ..base import GPModel
@@ -174,13 +174,21 @@ class MixturePredictive:
         """The seed-003 test NLL: Gaussian KDE over ``num_samples`` predictive draws per point.
 
         Bandwidth per point by Silverman's 1-D rule ``h = sd (3 S / 4)^(-1/5)`` unless given
-        (see :func:`latentgp.metrics.kde_bandwidth`; the robust variant
+        (see :func:`latentgp.kde.kde_bandwidth`; the robust variant
         ``0.9 min(sd, IQR/1.34) S^(-1/5)`` undersmooths the tails of multi-modal
         predictives).  Original target units.
         """
         samples = self.predict_samples(X, num_samples, seed)
         yt = self._check_y(y, samples.shape[1]).cpu().numpy()
-        return nlpd_samples(yt, samples, bandwidth)
+        if isinstance(bandwidth, str):
+            h = rule_bandwidth(samples, bandwidth)
+        elif isinstance(bandwidth, (int, float)) and bandwidth > 0:
+            h = np.full(yt.shape, float(bandwidth))
+        else:
+            raise ValueError(
+                f"bandwidth must be a rule name or a positive number, got {bandwidth!r}"
+            )
+        return float(-np.mean(kde_log_density(yt, samples, h)))
 
 
 class ModulatedGP(InducingInputs, MixturePredictive, GPModel):

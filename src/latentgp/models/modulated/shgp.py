@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...parameters import LOG_2PI
+from ...constants import LOG_2PI
 from ..base import register_model
 from .base import ModulatedGP, gauss_hermite_nodes, mixture_moments
 

@@ -32,9 +32,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...constants import LOG_2PI
 from ...inducing import initial_inducing
 from ...likelihoods import Gaussian
-from ...parameters import LOG_2PI, inv_softplus, softplus
+from ...parameters import inv_softplus, softplus
 from ...validation import check_positive_int
 from ...variational import GaussianVariational, gaussian_marginals
 from ..base import GPModel, register_model

@@ -27,7 +27,8 @@ import math
 import torch
 from torch import nn
 
-from ...parameters import LOG_2PI, inv_softplus, softplus
+from ...constants import LOG_2PI
+from ...parameters import inv_softplus, softplus
 from ...validation import check_positive_int
 from ..base import register_model
 from .base import ModulatedGP
