@@ -7,7 +7,7 @@ Three lines::
     model.fit(X, y, batch_size=1024, epochs=10, lr=0.01, optimizer="adam", seed=0)
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 from . import kernels, likelihoods, linalg, variational  # noqa: E402
 from .config import Config, config, get_config  # noqa: E402

@@ -547,7 +547,7 @@ class GPModel(nn.Module):
         Loading uses ``torch.load(weights_only=True)``, which never executes code.
         """
         self._require_built()
-        from .. import __version__
+        from ..version import __version__
 
         header = {
             "format": FORMAT,
