@@ -7,8 +7,6 @@ Three lines::
     model.fit(X, y, batch_size=1024, epochs=10, lr=0.01, optimizer="adam", seed=0)
 """
 
-from .version import __version__
-
 from . import kernels, likelihoods, linalg, variational  # noqa: E402
 from .config import Config, config, get_config  # noqa: E402
 from .linalg import CholeskyError, JitterWarning  # noqa: E402
@@ -28,6 +26,7 @@ from .models import (  # noqa: E402  # noqa: E402  # noqa: E402
     load,
 )
 from .training import FitHistory, TrainingWarning  # noqa: E402
+from .version import __version__
 
 __all__ = [
     "SEP",

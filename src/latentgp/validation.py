@@ -7,6 +7,8 @@ correctly shaped tensors.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import warnings
 from typing import Any
@@ -178,3 +180,47 @@ def constant_columns(X: Any) -> list[int]:
     if arr.ndim != 2 or arr.shape[0] < 2:
         return []
     return [int(j) for j in np.flatnonzero((arr == arr[:1]).all(axis=0))]
+
+
+def keyword_only_after_first(max_legacy: int | None = None):
+    """Decorator for a model's ``__init__`` whose arguments after the first are keyword-only.
+
+    Scripts written when they could be passed by position keep working: extra positional
+    arguments are bound, in the order of the keyword-only parameters, to the names they
+    had before (at most ``max_legacy`` of them, None: any), with a ``DeprecationWarning``
+    that shows the keyword spelling.  Every other call is unchanged.
+    """
+
+    def decorate(init):
+        sig = inspect.signature(init)
+        kwonly = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
+        limit = len(kwonly) if max_legacy is None else max_legacy
+
+        @functools.wraps(init)
+        def wrapper(self, *args, **kwargs):
+            if len(args) > 1:
+                extra = args[1:]
+                cls = type(self).__name__
+                if len(extra) > limit:
+                    raise TypeError(
+                        f"{cls}() takes 1 positional argument; pass the others by keyword "
+                        f"({', '.join(kwonly[:limit + 1])}, ...)"
+                    )
+                names = kwonly[: len(extra)]
+                for name, value in zip(names, extra, strict=True):
+                    if name in kwargs:
+                        raise TypeError(f"{cls}() got two values for {name!r}")
+                    kwargs[name] = value
+                spelled = ", ".join(f"{n}=..." for n in names)
+                warnings.warn(
+                    f"{cls}: passing {', '.join(names)} by position is deprecated; write "
+                    f"{cls}(<first>, {spelled})",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                args = args[:1]
+            return init(self, *args, **kwargs)
+
+        return wrapper
+
+    return decorate

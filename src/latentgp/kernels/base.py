@@ -10,6 +10,7 @@ latent functions with their own hyperparameters).  Inputs are ``(..., N, D)``;
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -201,11 +202,12 @@ register()(Scale)
 
 
 def kernel_from_name(name: str | Kernel | None) -> Kernel:
-    """Make a kernel from a name such as ``"rbf"`` or ``"matern32"`` (objects pass through)."""
+    """Make a kernel from a name such as ``"rbf"`` or ``"matern32"``; a :class:`Kernel`
+    object is copied, so that building and training a model never change the caller's."""
     if name is None:
         name = "rbf"
     if isinstance(name, Kernel):
-        return name
+        return copy.deepcopy(name)
     if not isinstance(name, str):
         raise ValueError(f"kernel must be a name or a latentgp Kernel, got {type(name).__name__}")
     key = name.lower().replace("-", "").replace("_", "")

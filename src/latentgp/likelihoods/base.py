@@ -14,6 +14,7 @@ leading sample dims.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +58,11 @@ class Likelihood(nn.Module):
         raise NotImplementedError
 
     # -- checks --------------------------------------------------------------------
+    def adapt_to_targets(self, y: torch.Tensor) -> None:
+        """Take sizes that are left to the data from the training targets ``y`` (e.g. the
+        number of classes of ``Softmax()``); called once, before the model is built.
+        The default takes nothing."""
+
     def validate_targets(self, y: torch.Tensor, name: str = "y") -> torch.Tensor:
         """Raise ``ValueError`` for targets outside the support; return them (maybe cast)."""
         return y
@@ -198,18 +204,27 @@ def register(*names: str):
 
 
 def likelihood_from_name(name: str | Likelihood | Callable | None, **kwargs) -> Likelihood:
-    """A likelihood from a name (``"gaussian"``, ``"bernoulli"``, ``"probit"``, ...)."""
+    """A likelihood from a name (``"gaussian"``, ``"bernoulli"``, ``"probit"``, ...), a
+    :class:`Likelihood` (copied, so that training never changes the caller's object), any
+    object with a ``log_prob(y, f)`` method (its ``latent_dim`` and ``task`` attributes
+    are used when present) or a plain callable ``log_prob(y, f)``."""
     if name is None:
         name = "gaussian"
     if isinstance(name, Likelihood):
-        return name
+        return copy.deepcopy(name)  # the model trains its own copy: never the user's object
+    log_prob = getattr(name, "log_prob", None)
+    if callable(log_prob) and not isinstance(name, str):
+        return CallableLikelihood(
+            log_prob,
+            latent_dim=getattr(name, "latent_dim", 1),
+            task=getattr(name, "task", "regression"),
+        )
     if callable(name) and not isinstance(name, str):
-        if hasattr(name, "log_prob"):
-            return CallableLikelihood(name.log_prob)
         return CallableLikelihood(name)
     if not isinstance(name, str):
         raise ValueError(
-            f"likelihood must be a name, a Likelihood or a callable, got {type(name).__name__}"
+            "likelihood must be a name, a Likelihood, an object with a log_prob(y, f) "
+            f"method or a callable log_prob(y, f), got {type(name).__name__}"
         )
     key = name.lower().replace("-", "").replace("_", "")
     if key not in _REGISTRY:

@@ -11,26 +11,51 @@ from .base import Likelihood, register
 class Softmax(Likelihood):
     """``p(y = c | f) = exp(f_c) / sum_k exp(f_k)`` with ``f`` of shape ``(..., N, C)``.
 
+    ``num_classes``: C; ``None`` (the default, and what ``likelihood="softmax"`` gives)
+    takes ``C = max(label) + 1`` from the training labels when the model is built.
     ``predict_y`` returns class probabilities ``(N, C)`` as its mean.
     """
 
     task = "multiclass"
 
-    def __init__(self, num_classes: int = 2) -> None:
+    def __init__(self, num_classes: int | None = None) -> None:
         super().__init__()
-        if int(num_classes) < 2:
-            raise ValueError(f"Softmax needs num_classes >= 2, got {num_classes}")
-        self.num_classes = int(num_classes)
-        self.latent_dim = self.num_classes
+        if num_classes is not None and (
+            isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2
+        ):
+            raise ValueError(f"Softmax needs an integer num_classes >= 2, got {num_classes!r}")
+        self.num_classes = num_classes
+
+    @property
+    def latent_dim(self) -> int:  # type: ignore[override]
+        """C latent functions, one per class."""
+        if self.num_classes is None:
+            raise ValueError(
+                "Softmax() takes its number of classes from the training labels: fit the "
+                "model first, or pass Softmax(num_classes=C)"
+            )
+        return self.num_classes
+
+    def adapt_to_targets(self, y: torch.Tensor) -> None:
+        """Take ``C = max(label) + 1`` (at least 2) from the labels when not given."""
+        if self.num_classes is not None:
+            return
+        self._check_labels(y, None, "y")
+        self.num_classes = max(2, int(y.max().item()) + 1)
 
     def validate_targets(self, y, name="y"):
-        bad = (y < 0) | (y >= self.num_classes) | (y != torch.round(y))
+        return self._check_labels(y, self.num_classes, name)
+
+    def _check_labels(self, y, C: int | None, name: str):
+        bad = (y < 0) | (y != torch.round(y))
+        if C is not None:
+            bad = bad | (y >= C)
         if bool(bad.any()):
             i = int(torch.nonzero(bad.reshape(-1))[0, 0])
+            what = f"0..{C - 1} for a {C}-class softmax likelihood" if C else "0, 1, 2, ..."
             raise ValueError(
-                f"{name} must hold integer class labels 0..{self.num_classes - 1} for a "
-                f"{self.num_classes}-class softmax likelihood; found {y.reshape(-1)[i].item():g} "
-                f"at row {i}"
+                f"{name} must hold integer class labels {what}; found "
+                f"{y.reshape(-1)[i].item():g} at row {i}"
             )
         return y
 

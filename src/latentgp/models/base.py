@@ -130,7 +130,8 @@ class GPModel(nn.Module):
     def from_config(cls, cfg: dict[str, Any], device=None) -> GPModel:
         cfg = dict(cfg)
         cfg["kernel"] = kernel_from_config(cfg["kernel"])
-        cfg["likelihood"] = likelihood_from_config(cfg["likelihood"])
+        if "likelihood" in cfg:
+            cfg["likelihood"] = likelihood_from_config(cfg["likelihood"])
         cfg["dtype"] = getattr(torch, cfg.get("dtype", "float64"))
         return cls(**cfg, device=device)
 
@@ -142,6 +143,7 @@ class GPModel(nn.Module):
 
     def _check_y(self, y: Any, num_data: int, name: str = "y") -> torch.Tensor:
         y = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_)
+        self._adapt_likelihood(y)
         out = 1 if y.ndim == 1 else y.shape[1]
         if self.output_dim is not None and out != self.output_dim:
             raise ValueError(
@@ -154,6 +156,12 @@ class GPModel(nn.Module):
                 f"{name} must be a 1-D array of class labels, got shape {tuple(y.shape)}"
             )
         return self.likelihood.validate_targets(y, name)
+
+    def _adapt_likelihood(self, y: torch.Tensor) -> None:
+        """Before the model is built, let the likelihood take the sizes it leaves to the
+        data from the training targets (:meth:`Likelihood.adapt_to_targets`)."""
+        if not self.built:
+            self.likelihood.adapt_to_targets(y)
 
     def _scale_y(self, y: torch.Tensor) -> torch.Tensor:
         if not self._uses_scaling():

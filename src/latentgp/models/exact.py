@@ -13,6 +13,7 @@ from ..constants import LOG_2PI
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cho_solve, cholesky, solve_lower
+from ..validation import keyword_only_after_first
 from .base import GPModel, register_model
 
 
@@ -58,9 +59,11 @@ class ExactGP(GPModel):
     default_lr = 1.0
     supports_minibatch = False
 
+    @keyword_only_after_first()
     def __init__(
         self,
         kernel: str | Kernel | None = "rbf",
+        *,
         likelihood: str | Likelihood = "gaussian",
         normalize_y: bool = True,
         device=None,

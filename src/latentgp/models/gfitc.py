@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from ..linalg import solve_lower
+from ..validation import keyword_only_after_first
 from .base import register_model
 from .ep_sites import WhitenedPosterior, damp, probit_site_update, probit_tilted
 from .inducing_ep import InducingEPClassifier, check_damping
@@ -50,9 +51,11 @@ class GFITC(InducingEPClassifier):
     default_lr = 1.0
     supports_minibatch = False  # the EP evidence is not a sum over data points
 
+    @keyword_only_after_first()
     def __init__(
         self,
         num_inducing: int = 50,
+        *,
         kernel: Any = "rbf",
         Z: Any = None,
         damping: float = 0.5,

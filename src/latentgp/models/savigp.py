@@ -48,7 +48,7 @@ from ..kernels import Kernel
 from ..likelihoods import CallableLikelihood, Likelihood
 from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
-from ..validation import check_positive_int, check_targets
+from ..validation import check_positive_int, check_targets, keyword_only_after_first
 from ..variational import (
     PredictiveCache,
     cached_marginals,
@@ -118,12 +118,13 @@ class SAVIGP(InducingInputs, GPModel):
     default_optimizer = "adam"
     default_lr = 0.01
 
+    @keyword_only_after_first(max_legacy=2)
     def __init__(
         self,
         num_inducing: int | None = None,
+        *,
         likelihood: str | Likelihood | Any = "gaussian",
         kernel: str | Kernel | None = "rbf",
-        *,
         sparsity: float | None = None,
         dense: bool = False,
         posterior: str | None = None,
@@ -575,9 +576,11 @@ class SAVIGP(InducingInputs, GPModel):
         declares ``num_outputs`` (GPRN, user forward models) or is a plain function."""
         P = getattr(self.likelihood, "num_outputs", None)
         black_box = isinstance(self.likelihood, CallableLikelihood)
-        if self.likelihood.latent_dim == 1 or (P is None and not black_box):
+        if P is None and not black_box:
             return super()._check_y(y, num_data, name)
         yt = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_)
+        if self.likelihood.latent_dim == 1:
+            return super()._check_y(yt, num_data, name)
         cols = 1 if yt.ndim == 1 else yt.shape[1]
         if self.output_dim is not None and cols != self.output_dim:
             raise ValueError(

@@ -20,7 +20,7 @@ from ..inducing import (
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cholesky, solve_lower
-from ..validation import check_positive_int
+from ..validation import check_positive_int, keyword_only_after_first
 from ..variational import (
     GaussianVariational,
     cached_marginals,
@@ -51,9 +51,11 @@ class SVGP(InducingInputs, GPModel):
     default_optimizer = "adam"
     default_lr = 0.01
 
+    @keyword_only_after_first()
     def __init__(
         self,
         num_inducing: int = 128,
+        *,
         likelihood: str | Likelihood = "gaussian",
         kernel: str | Kernel | None = "rbf",
         Z=None,

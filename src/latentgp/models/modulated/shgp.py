@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from ...constants import LOG_2PI
+from ...validation import keyword_only_after_first
 from ..base import register_model
 from .base import ModulatedGP, gauss_hermite_nodes, mixture_moments
 
@@ -60,9 +61,11 @@ class SHGP(ModulatedGP):
     num_quadrature: Gauss-Hermite points in w for the predictive density.
     """
 
+    @keyword_only_after_first()
     def __init__(
         self,
         num_inducing: int = 100,
+        *,
         kernel="rbf",
         noise_variance: float = 1.0,
         num_quadrature: int = 32,

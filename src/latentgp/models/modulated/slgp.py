@@ -36,7 +36,7 @@ from ...constants import LOG_2PI
 from ...inducing import initial_inducing
 from ...likelihoods import Gaussian
 from ...parameters import inv_softplus, softplus
-from ...validation import check_positive_int
+from ...validation import check_positive_int, keyword_only_after_first
 from ...variational import GaussianVariational, gaussian_marginals
 from ..base import GPModel, register_model
 from .base import ModulatedGP
@@ -83,9 +83,11 @@ class SLGP(ModulatedGP):
     num_predict_samples: K draws of (w, h) forming the predictive mixture.
     """
 
+    @keyword_only_after_first()
     def __init__(
         self,
         latent_dim: int = 1,
+        *,
         num_inducing: int = 100,
         kernel="rbf",
         beta: float = 0.01,

@@ -23,13 +23,14 @@ Predictive: ``p(y*) = sum_t pi_t N(y* | m_t, v_t + nu^t)`` with
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import nn
 
 from ...constants import LOG_2PI
 from ...parameters import inv_softplus, softplus
-from ...validation import check_positive_int
+from ...validation import check_positive_int, keyword_only_after_first
 from ..base import register_model
 from .base import ModulatedGP
 
@@ -59,9 +60,11 @@ class SMGP(ModulatedGP):
     num_gate_samples: draws used for the predictive mixture weights.
     """
 
+    @keyword_only_after_first()
     def __init__(
         self,
         num_experts: int = 4,
+        *,
         num_inducing: int = 100,
         kernel="rbf",
         num_samples: int = 10,
@@ -70,11 +73,19 @@ class SMGP(ModulatedGP):
         noise_variance: float = 0.1,
         num_gate_samples: int = 1000,
         normalize_y: bool = True,
-        likelihood="gaussian",
+        likelihood=None,
         device=None,
         dtype=None,
     ) -> None:
-        super().__init__(num_inducing, kernel, likelihood, normalize_y, device, dtype)
+        if likelihood is not None:
+            warnings.warn(
+                "SMGP(likelihood=...) is ignored: the experts' Gaussian noise variances are "
+                "the model's own parameters (set their initial value with noise_variance=); "
+                "the argument will be removed",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        super().__init__(num_inducing, kernel, "gaussian", normalize_y, device, dtype)
         self.num_experts = check_positive_int(num_experts, "num_experts")
         self.num_samples = check_positive_int(num_samples, "num_samples")
         self.num_gate_samples = check_positive_int(num_gate_samples, "num_gate_samples")
@@ -101,6 +112,12 @@ class SMGP(ModulatedGP):
         T = self.num_experts
         with torch.no_grad():  # break the symmetry between experts
             self.q.q_mu[:T].normal_(0.0, 0.5)
+
+    @classmethod
+    def from_config(cls, cfg, device=None):
+        cfg = dict(cfg)
+        cfg.pop("likelihood", None)  # files record the unused Gaussian; see __init__
+        return super().from_config(cfg, device)
 
     def get_config(self):
         cfg = super().get_config()

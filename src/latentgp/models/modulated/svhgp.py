@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from ...likelihoods.heteroscedastic import HeteroscedasticGaussian
+from ...validation import keyword_only_after_first
 from ..base import register_model
 from ..svgp import SVGP
 from .base import MixturePredictive
@@ -24,9 +25,11 @@ class SVHGP(MixturePredictive, SVGP):
     Inducing inputs are separate for f and g by default.
     """
 
+    @keyword_only_after_first()
     def __init__(
         self,
         num_inducing: int = 100,
+        *,
         kernel="rbf",
         likelihood=None,
         shared_inducing: bool = False,
