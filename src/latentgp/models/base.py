@@ -30,6 +30,7 @@ from ..linalg import JitterWarning
 from ..parameters import spread_unit
 from ..training import fit as train
 from ..validation import check_inputs, check_positive_int, check_targets
+from .predict import chunked, rows_per_chunk, unscale_moments
 
 FORMAT = "latentgp-model"
 FORMAT_VERSION = 2
@@ -407,35 +408,25 @@ class GPModel(nn.Module):
         raise NotImplementedError
 
     def _rows_per_chunk(self, chunk_size: int | None) -> int:
-        """Rows per prediction chunk: the argument, the config, or automatic.
-
-        Automatic: about 2^20 entries in the chunk's ``(rows, M Q)`` cross-covariance
-        block (8 MiB in float64), so that the block and its product stay in cache
-        (twice the throughput of 65,536-row chunks at M = 256 on a 2-core machine).
-        """
-        cs = chunk_size or get_config().chunk_size
-        if cs:
-            return int(cs)
-        return max(256, min(65536, (1 << 20) // max(1, self._chunk_width())))
+        """Rows per prediction chunk (:func:`~latentgp.models.predict.rows_per_chunk` with
+        this model's :meth:`_chunk_width`)."""
+        return rows_per_chunk(chunk_size, self._chunk_width())
 
     def _chunk_width(self) -> int:
         """Columns of the largest per-row intermediate at prediction (M Q for sparse models)."""
         return int(getattr(self, "num_inducing", 0) or 0) * max(1, self.num_latent)
 
-    def _chunks(self, X: torch.Tensor, chunk_size: int | None):
-        cs = self._rows_per_chunk(chunk_size)
-        for start in range(0, X.shape[0], cs):
-            yield X[start : start + cs]
-
     def _latent_raw(self, X: torch.Tensor, chunk_size: int | None = None):
+        """Latent marginals ``(N, Q)`` in scaled-target units, chunk by chunk."""
         cache = self.prediction_cache()
-        means, vars_ = [], []
-        with torch.no_grad():
-            for xc in self._chunks(X, chunk_size):
-                m, v = self._predict_f_chunk(xc, cache)
-                means.append(m)
-                vars_.append(v)
-        return torch.cat(means), torch.cat(vars_)
+        rows = self._rows_per_chunk(chunk_size)
+        return chunked(lambda xc: self._predict_f_chunk(xc, cache), X, rows=rows)
+
+    def _unscale_moments(self, m: torch.Tensor, v: torch.Tensor):
+        """Moments in the targets' original units (unchanged without target scaling)."""
+        if not self._uses_scaling():
+            return m, v
+        return unscale_moments(m, v, self.y_scale, self.y_mean)
 
     def _squeeze(self, t: torch.Tensor) -> torch.Tensor:
         return t[..., 0] if (t.shape[-1] == 1) else t
@@ -453,10 +444,7 @@ class GPModel(nn.Module):
         """
         self._require_built()
         Xt = self._check_X(X)
-        m, v = self._latent_raw(Xt, chunk_size)
-        if self._uses_scaling():
-            m = m * self.y_scale + self.y_mean
-            v = v * self.y_scale**2
+        m, v = self._unscale_moments(*self._latent_raw(Xt, chunk_size))
         return self._to_output(self._squeeze(m), as_numpy), self._to_output(
             self._squeeze(v), as_numpy
         )
@@ -478,19 +466,12 @@ class GPModel(nn.Module):
         self._require_built()
         Xt = self._check_X(X)
         cache = self.prediction_cache()
-        means, vars_ = [], []
-        with torch.no_grad():
-            for xc in self._chunks(Xt, chunk_size):
-                m, v = self._predict_f_chunk(xc, cache)
-                my, vy = self.likelihood.predictive_moments(*self._lik_args(m, v))
-                means.append(my)
-                vars_.append(vy)
-        m, v = torch.cat(means), torch.cat(vars_)
-        if self._uses_scaling():
-            s, mu = self.y_scale, self.y_mean
-            if m.ndim == 1:
-                s, mu = s[0], mu[0]
-            m, v = m * s + mu, v * s**2
+
+        def moments(xc):
+            m, v = self._predict_f_chunk(xc, cache)
+            return self.likelihood.predictive_moments(*self._lik_args(m, v))
+
+        m, v = self._unscale_moments(*chunked(moments, Xt, rows=self._rows_per_chunk(chunk_size)))
         return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
 
     def log_predictive_density(
@@ -502,19 +483,14 @@ class GPModel(nn.Module):
         yt = self._check_y(y, Xt.shape[0])
         ys = self._scale_y(yt)
         cache = self.prediction_cache()
-        out = []
-        cs = self._rows_per_chunk(chunk_size)
-        with torch.no_grad():
-            for start in range(0, Xt.shape[0], cs):
-                m, v = self._predict_f_chunk(Xt[start : start + cs], cache)
-                lp = self.likelihood.predictive_log_density(
-                    ys[start : start + cs], *self._lik_args(m, v)
-                )
-                if lp.ndim > 1:
-                    lp = lp.sum(-1)
-                out.append(lp)
-        lpd = torch.cat(out) - self._log_scale_sum()
-        return self._to_output(lpd, as_numpy)
+
+        def log_density(xc, yc):
+            m, v = self._predict_f_chunk(xc, cache)
+            lp = self.likelihood.predictive_log_density(yc, *self._lik_args(m, v))
+            return lp.sum(-1) if lp.ndim > 1 else lp
+
+        (lpd,) = chunked(log_density, Xt, ys, rows=self._rows_per_chunk(chunk_size))
+        return self._to_output(lpd - self._log_scale_sum(), as_numpy)
 
     def predict_f_full_cov(self, X: Any) -> tuple[Any, Any]:
         """Joint posterior of the latents at ``X``: mean ``(N, Q)``, covariance ``(Q, N, N)``.
@@ -526,7 +502,7 @@ class GPModel(nn.Module):
         with torch.no_grad():
             m, K = self._predict_f_full(Xt, self.prediction_cache())
         if self._uses_scaling():
-            m = m * self.y_scale + self.y_mean
+            m, _ = unscale_moments(m, m, self.y_scale, self.y_mean)
             K = K * (self.y_scale**2)[:, None, None]
         return m.cpu().numpy(), K.cpu().numpy()
 

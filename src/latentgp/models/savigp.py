@@ -63,6 +63,7 @@ from ..variational.mixture import (
 )
 from .base import GPModel, register_model
 from .inducing_inputs import InducingInputs
+from .predict import chunked, mixture_moments
 
 POSTERIORS = {"fg": (1, "full"), "mog1": (1, "diag"), "mog2": (2, "diag")}
 ESTIMATORS = ("reparam", "score")
@@ -699,13 +700,18 @@ class SAVIGP(InducingInputs, GPModel):
             m, v = self._cached_marginals(Xt, pcache)
         return parts[0].detach().cpu().numpy(), m.cpu().numpy(), v.cpu().numpy()
 
+    def _chunk_width(self) -> int:
+        """Per-row entries at prediction: the ``(K, Q, M)`` cross-covariance products, or
+        the ``(S, K, Q)`` Monte Carlo draws of a black-box likelihood if more."""
+        width = self.num_components * self.num_latent * self.M
+        if isinstance(self.likelihood, CallableLikelihood):
+            width = max(width, self.pred_samples * self.num_components * self.num_latent)
+        return width
+
     def _predict_f_chunk(self, X, cache):
         _, parts, pcache = cache
         m, v = self._cached_marginals(X, pcache)  # (K, B, Q)
-        w = parts[0][:, None, None]
-        mean = (w * m).sum(0)
-        var = (w * (v + m.square())).sum(0) - mean.square()
-        return mean, var.clamp_min(0)
+        return mixture_moments(parts[0][:, None, None], m, v, dim=0)
 
     def _comp_lik_args(self, m, v):
         if self.likelihood.latent_dim == 1 and m.shape[-1] == 1:
@@ -721,24 +727,15 @@ class SAVIGP(InducingInputs, GPModel):
         probabilities for classification).  Black-box likelihoods: Monte Carlo."""
         self._require_built()
         Xt = self._check_X(X)
-        cache = self.prediction_cache()
-        w = cache[1][0].detach()
-        means, vars_ = [], []
-        with torch.no_grad():
-            for xc in self._chunks(Xt, chunk_size):
-                m, v = self._cached_marginals(xc, cache[2])  # (K, B, Q)
-                my, vy = self.likelihood.predictive_moments(*self._comp_lik_args(m, v))
-                ww = w.reshape((-1,) + (1,) * (my.ndim - 1))
-                mean = (ww * my).sum(0)
-                var = (ww * (vy + my.square())).sum(0) - mean.square()
-                means.append(mean)
-                vars_.append(var.clamp_min(0))
-        m, v = torch.cat(means), torch.cat(vars_)
-        if self._uses_scaling():
-            s, mu = self.y_scale, self.y_mean
-            if m.ndim == 1:
-                s, mu = s[0], mu[0]
-            m, v = m * s + mu, v * s**2
+        _, parts, pcache = self.prediction_cache()
+        w = parts[0].detach()
+
+        def moments(xc):
+            m, v = self._cached_marginals(xc, pcache)  # (K, B, Q)
+            my, vy = self.likelihood.predictive_moments(*self._comp_lik_args(m, v))
+            return mixture_moments(w.reshape((-1,) + (1,) * (my.ndim - 1)), my, vy, dim=0)
+
+        m, v = self._unscale_moments(*chunked(moments, Xt, rows=self._rows_per_chunk(chunk_size)))
         return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
 
     def log_predictive_density(self, X, y, chunk_size=None, as_numpy=True):
@@ -748,22 +745,20 @@ class SAVIGP(InducingInputs, GPModel):
         self._require_built()
         Xt = self._check_X(X)
         ys = self._scale_y(self._check_y(y, Xt.shape[0]))
-        cache = self.prediction_cache()
-        logw = cache[1][0].detach().log()
-        out = []
-        cs = chunk_size or 4096
-        with torch.no_grad():
-            for s in range(0, Xt.shape[0], cs):
-                m, v = self._cached_marginals(Xt[s : s + cs], cache[2])
-                yc = ys[s : s + cs]
-                if isinstance(self.likelihood, CallableLikelihood):
-                    f = self._mc_draws(m, v, self.pred_samples)  # (S, K, B, Q)
-                    lp = self._eval_log_lik(yc, f, grad=False)
-                    lp = torch.logsumexp(lp, 0) - math.log(f.shape[0])  # (K, B)
-                else:
-                    lp = self.likelihood.predictive_log_density(yc, *self._comp_lik_args(m, v))
-                    if lp.ndim > 2:
-                        lp = lp.sum(-1)
-                out.append(torch.logsumexp(logw[:, None] + lp, 0))
-        lpd = torch.cat(out) - self._log_scale_sum()
-        return self._to_output(lpd, as_numpy)
+        _, parts, pcache = self.prediction_cache()
+        logw = parts[0].detach().log()
+
+        def log_density(xc, yc):
+            m, v = self._cached_marginals(xc, pcache)
+            if isinstance(self.likelihood, CallableLikelihood):
+                f = self._mc_draws(m, v, self.pred_samples)  # (S, K, B, Q)
+                lp = self._eval_log_lik(yc, f, grad=False)
+                lp = torch.logsumexp(lp, 0) - math.log(f.shape[0])  # (K, B)
+            else:
+                lp = self.likelihood.predictive_log_density(yc, *self._comp_lik_args(m, v))
+                if lp.ndim > 2:
+                    lp = lp.sum(-1)
+            return torch.logsumexp(logw[:, None] + lp, 0)
+
+        (lpd,) = chunked(log_density, Xt, ys, rows=self._rows_per_chunk(chunk_size))
+        return self._to_output(lpd - self._log_scale_sum(), as_numpy)

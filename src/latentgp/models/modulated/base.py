@@ -16,14 +16,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import torch
 
 from ...config import get_config
-from ...constants import LOG_2PI
 from ...inducing import initial_inducing
 from ...kde import kde_log_density, rule_bandwidth
 from ...kernels import Kernel
@@ -31,30 +29,7 @@ from ...validation import check_positive_int
 from ...variational import GaussianVariational, gaussian_marginals
 from ..base import GPModel
 from ..inducing_inputs import InducingInputs
-
-
-def mixture_log_density(
-    y: torch.Tensor, log_w: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
-) -> torch.Tensor:
-    """``log sum_k w_k N(y | m_k, v_k)``; ``y`` ``(..., B)``, mixture ``(B, K)`` -> ``(..., B)``."""
-    comp = -0.5 * (LOG_2PI + var.log() + (y[..., None] - mean) ** 2 / var)
-    return torch.logsumexp(log_w + comp, dim=-1)
-
-
-def mixture_moments(
-    log_w: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and variance ``(B,)`` of a per-point Gaussian mixture ``(B, K)``."""
-    w = log_w.exp()
-    m = (w * mean).sum(-1)
-    v = (w * (var + mean**2)).sum(-1) - m**2
-    return m, v.clamp_min(0.0)
-
-
-def mixture_cdf(y: torch.Tensor, log_w: torch.Tensor, mean: torch.Tensor, var: torch.Tensor):
-    """``P(Y <= y)`` for ``y`` ``(..., B)`` under the mixture ``(B, K)``."""
-    z = (y[..., None] - mean) / var.sqrt()
-    return (log_w.exp() * 0.5 * torch.erfc(-z / math.sqrt(2.0))).sum(-1)
+from ..predict import chunked, mixture_cdf, mixture_log_density, mixture_moments, unscale_moments
 
 
 class MixturePredictive:
@@ -71,14 +46,10 @@ class MixturePredictive:
     def _mixture(self, Xt: torch.Tensor, chunk_size: int | None = None):
         """Mixture of all rows of ``Xt``, in original units: three ``(N, K)`` tensors."""
         cache = self.prediction_cache()
-        parts = []
-        with torch.no_grad():
-            for xc in self._chunks(Xt, chunk_size):
-                parts.append(self._predictive_mixture(xc, cache))
-        log_w, m, v = (torch.cat([p[i] for p in parts]) for i in range(3))
+        rows = self._rows_per_chunk(chunk_size)
+        log_w, m, v = chunked(lambda xc: self._predictive_mixture(xc, cache), Xt, rows=rows)
         if self._uses_scaling():
-            s, mu = self.y_scale[0], self.y_mean[0]
-            m, v = m * s + mu, v * s**2
+            m, v = unscale_moments(m, v, self.y_scale[:1], self.y_mean[:1])
         return log_w, m, v
 
     def _single_output(self) -> None:
@@ -99,7 +70,8 @@ class MixturePredictive:
         """Predictive mean and variance ``(N,)`` of y at ``X`` (moments of the mixture)."""
         self._require_built()
         self._single_output()
-        m, v = mixture_moments(*self._mixture(self._check_X(X), chunk_size))
+        log_w, mean, var = self._mixture(self._check_X(X), chunk_size)
+        m, v = mixture_moments(log_w.exp(), mean, var)
         return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
 
     def log_predictive_density(

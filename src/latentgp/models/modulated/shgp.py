@@ -27,7 +27,8 @@ from torch import nn
 from ...constants import LOG_2PI
 from ...validation import keyword_only_after_first
 from ..base import register_model
-from .base import ModulatedGP, gauss_hermite_nodes, mixture_moments
+from ..predict import chunked
+from .base import ModulatedGP, gauss_hermite_nodes
 
 
 def shgp_expected_log_lik(
@@ -123,31 +124,31 @@ class SHGP(ModulatedGP):
         var = (2.0 * wk).exp() * (vf + self.c)[:, None]
         return w.log().expand_as(wk), mean, var
 
+    def _moments(self, X, Lzz):
+        """Closed-form predictive moments (scaled units) and noise sd at ``X``, ``(B,)``."""
+        mf, vf, mw, vw = self._fw(X, Lzz)
+        m = mf * torch.exp(mw + 0.5 * vw)
+        v = torch.exp(2 * mw + 2 * vw) * (vf + self.c + mf**2) - mf**2 * torch.exp(2 * mw + vw)
+        return m, v, self.c.sqrt() * torch.exp(mw + 0.5 * vw)
+
     def predict_y(self, X, chunk_size=None, as_numpy=True):
         """Closed-form predictive mean and variance ``(N,)`` (original units)."""
         self._require_built()
-        Xt = self._check_X(X)
         Lzz = self.prediction_cache()
-        with torch.no_grad():
-            mf, vf, mw, vw = self._fw(Xt, Lzz)
-            m = mf * torch.exp(mw + 0.5 * vw)
-            v = torch.exp(2 * mw + 2 * vw) * (vf + self.c + mf**2) - mf**2 * torch.exp(
-                2 * mw + vw
-            )
-            if self._uses_scaling():
-                m, v = m * self.y_scale[0] + self.y_mean[0], v * self.y_scale[0] ** 2
+        rows = self._rows_per_chunk(chunk_size)
+        m, v, _ = chunked(lambda xc: self._moments(xc, Lzz), self._check_X(X), rows=rows)
+        m, v = self._unscale_moments(m, v)
         return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
 
-    def noise_std(self, X) -> np.ndarray:
+    def noise_std(self, X, chunk_size=None) -> np.ndarray:
         """Posterior-mean noise standard deviation sqrt(c) E[e^w] at ``X``, original units."""
         self._require_built()
-        Xt = self._check_X(X)
-        with torch.no_grad():
-            _, _, mw, vw = self._fw(Xt, self.prediction_cache())
-            sd = self.c.sqrt() * torch.exp(mw + 0.5 * vw)
-            if self._uses_scaling():
-                sd = sd * self.y_scale[0]
+        Lzz = self.prediction_cache()
+        rows = self._rows_per_chunk(chunk_size)
+        (sd,) = chunked(lambda xc: self._moments(xc, Lzz)[2], self._check_X(X), rows=rows)
+        if self._uses_scaling():
+            sd = sd * self.y_scale[0]
         return sd.cpu().numpy()
 
 
-__all__ = ["SHGP", "shgp_expected_log_lik", "mixture_moments"]
+__all__ = ["SHGP", "shgp_expected_log_lik"]

@@ -39,6 +39,7 @@ from ...parameters import inv_softplus, softplus
 from ...validation import check_positive_int, keyword_only_after_first
 from ...variational import GaussianVariational, gaussian_marginals
 from ..base import GPModel, register_model
+from ..predict import chunked, mixture_moments
 from .base import ModulatedGP
 
 
@@ -238,18 +239,16 @@ class SLGP(ModulatedGP):
         return m, v + self.likelihood.variance
 
     def _predictive_mixture(self, X, Lzz):
-        ms, vs = [], []
-        for xc in self._chunks(X, self._chunk_rows()):
+        def components(xc):
             m, v = self._components(xc, Lzz)
-            ms.append(m[..., 0].mT)  # (B, K)
-            vs.append(v[..., 0].mT)
-        m, v = torch.cat(ms), torch.cat(vs)
+            return m[..., 0].mT, v[..., 0].mT  # (B, K)
+
+        m, v = chunked(components, X, rows=self._chunk_rows())
         return torch.full_like(m, -math.log(m.shape[1])), m, v
 
     def _unscale(self, m, v):
-        if self._uses_scaling():
-            return m * self.y_scale + self.y_mean, v * self.y_scale**2
-        return m, v
+        """``(K, N, P)`` component moments in the targets' units."""
+        return self._unscale_moments(m, v)
 
     def _chunk_rows(self) -> int:
         """Rows per prediction chunk keeping K x rows x P x M work arrays near 2e7 numbers."""
@@ -258,20 +257,14 @@ class SLGP(ModulatedGP):
 
     def _all_components(self, Xt):
         Lzz = self.prediction_cache()
-        ms, vs = [], []
-        with torch.no_grad():
-            for xc in self._chunks(Xt, self._chunk_rows()):
-                m, v = self._components(xc, Lzz)
-                ms.append(m)
-                vs.append(v)
-        return self._unscale(torch.cat(ms, 1), torch.cat(vs, 1))  # (K, N, P)
+        m, v = chunked(lambda xc: self._components(xc, Lzz), Xt, rows=self._chunk_rows(), dim=1)
+        return self._unscale(m, v)  # (K, N, P)
 
     def predict_y(self, X, chunk_size=None, as_numpy=True):
         """Predictive mean and variance ``(N,)`` (``(N, P)`` for P outputs)."""
         self._require_built()
         m, v = self._all_components(self._check_X(X))
-        mm = m.mean(0)
-        vv = ((v + m**2).mean(0) - mm**2).clamp_min(0.0)
+        mm, vv = mixture_moments(1.0 / m.shape[0], m, v, dim=0)
         return self._to_output(self._squeeze(mm), as_numpy), self._to_output(
             self._squeeze(vv), as_numpy
         )
@@ -293,11 +286,11 @@ class SLGP(ModulatedGP):
         Xt = self._check_X(X)
         Lzz = self.prediction_cache()
         rows = max(1, int(2e7 // (S * (self.output_dim or 1) * self.num_inducing)))
+        s0 = 0 if seed is None else int(seed)
+        m, v = self._unscale(
+            *chunked(lambda xc: self._components(xc, Lzz, K=S, seed=s0), Xt, rows=rows, dim=1)
+        )
         with torch.no_grad():
-            parts = [self._components(xc, Lzz, K=S, seed=0 if seed is None else int(seed))
-                     for xc in self._chunks(Xt, rows)]
-            m, v = self._unscale(torch.cat([p[0] for p in parts], 1),
-                                 torch.cat([p[1] for p in parts], 1))
             gen = torch.Generator(device="cpu")
             gen.manual_seed(10_000 + (0 if seed is None else int(seed)))
             y = m + v.sqrt() * torch.randn(tuple(m.shape), generator=gen).to(m)

@@ -1,0 +1,102 @@
+"""The one prediction path: chunking, unscaling and mixture moments.
+
+Every model's ``predict_f`` / ``predict_y`` / ``log_predictive_density`` /
+``predictive_mixture`` / ``sample`` runs its per-chunk function through :func:`chunked`
+(so memory stays bounded for every family, with one rule for the chunk size), maps its
+moments back to the targets' units with :func:`unscale_moments`, and averages mixture
+components (SAVIGP's q(u) components, the Monte Carlo components of SLGP) with
+:func:`mixture_moments`.  Caches are the models' (``GPModel.prediction_cache``); for the
+inducing-point models they are the conditional's
+:class:`~latentgp.variational.PredictiveCache`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ..config import get_config
+from ..constants import LOG_2PI
+
+#: Largest number of rows in one automatic chunk.
+MAX_ROWS = 65536
+#: Smallest number of rows in one automatic chunk.
+MIN_ROWS = 256
+#: Automatic chunks hold about this many entries in their widest per-row block
+#: (8 MiB in float64), so that the block and its product stay in cache.
+CHUNK_ENTRIES = 1 << 20
+
+
+def rows_per_chunk(chunk_size: int | None, width: int) -> int:
+    """Rows per prediction chunk: ``chunk_size`` if given, else ``config.chunk_size``, else
+    automatic (``CHUNK_ENTRIES / width`` rows, clipped to ``[MIN_ROWS, MAX_ROWS]``), where
+    ``width`` is the number of columns of the widest per-row intermediate (``M Q`` for the
+    sparse models: the ``(rows, M Q)`` cross-covariance block)."""
+    cs = chunk_size or get_config().chunk_size
+    if cs:
+        return int(cs)
+    return max(MIN_ROWS, min(MAX_ROWS, CHUNK_ENTRIES // max(1, int(width))))
+
+
+def chunked(
+    fn: Callable[..., Sequence[torch.Tensor] | torch.Tensor],
+    *arrays: torch.Tensor,
+    rows: int,
+    dim: int = 0,
+) -> tuple[torch.Tensor, ...]:
+    """Apply ``fn`` to aligned row chunks of ``arrays`` (all of length N along axis 0),
+    without gradients, and concatenate each of its outputs along ``dim``.
+
+    ``fn(*chunks)`` returns a tensor or a tuple of tensors whose axis ``dim`` runs over the
+    chunk's rows.  Returns a tuple (of one tensor when ``fn`` returns one).
+    """
+    N = arrays[0].shape[0]
+    parts: list[tuple[torch.Tensor, ...]] = []
+    with torch.no_grad():
+        for start in range(0, N, max(1, int(rows))):
+            out = fn(*(a[start : start + rows] for a in arrays))
+            parts.append((out,) if isinstance(out, torch.Tensor) else tuple(out))
+    return tuple(torch.cat([p[i] for p in parts], dim) for i in range(len(parts[0])))
+
+
+def unscale_moments(
+    mean: torch.Tensor, var: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Moments in the targets' original units: ``mean * s + mu``, ``var * s^2``.
+
+    ``scale``, ``offset`` ``(P,)`` broadcast against the last axis of ``(..., P)``
+    moments; moments without an output axis (``(N,)``, one output) take ``s[0]``,
+    ``mu[0]``.
+    """
+    if mean.ndim == 1 or mean.shape[-1] != scale.shape[-1]:
+        scale, offset = scale[0], offset[0]
+    return mean * scale + offset, var * scale**2
+
+
+def mixture_moments(
+    weights: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, dim: int = -1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and variance of Gaussian mixtures whose components run along axis ``dim`` of
+    ``mean`` and ``var``; ``weights`` broadcasts against them (law of total variance,
+    the variance clamped at 0)."""
+    m = (weights * mean).sum(dim)
+    v = (weights * (var + mean.square())).sum(dim) - m.square()
+    return m, v.clamp_min(0.0)
+
+
+def mixture_log_density(
+    y: torch.Tensor, log_w: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
+) -> torch.Tensor:
+    """``log sum_k w_k N(y | m_k, v_k)``; ``y`` ``(..., B)``, mixture ``(B, K)`` -> ``(..., B)``."""
+    comp = -0.5 * (LOG_2PI + var.log() + (y[..., None] - mean) ** 2 / var)
+    return torch.logsumexp(log_w + comp, dim=-1)
+
+
+def mixture_cdf(
+    y: torch.Tensor, log_w: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
+) -> torch.Tensor:
+    """``P(Y <= y)`` for ``y`` ``(..., B)`` under the mixture ``(B, K)``."""
+    z = (y[..., None] - mean) / var.sqrt()
+    return (log_w.exp() * 0.5 * torch.erfc(-z / math.sqrt(2.0))).sum(-1)
