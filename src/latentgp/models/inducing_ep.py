@@ -21,7 +21,7 @@ from ..kernels import Kernel
 from ..likelihoods import Bernoulli, likelihood_from_name
 from ..linalg import cholesky
 from ..validation import check_positive_int
-from ..variational import cached_marginals, conditional_covariance, predictive_cache
+from ..variational import predictive_cache
 from .base import GPModel
 from .inducing_inputs import InducingInputs
 
@@ -139,14 +139,6 @@ class InducingEPClassifier(InducingInputs, GPModel):
         """The strategy's prediction cache of q(u) = N(q_mean, q_sqrt q_sqrt^T) (over u)."""
         L = self.prior_factor()
         return predictive_cache(L, self.q_mean[None], self.q_sqrt[None], whiten=False)
-
-    def _predict_f_chunk(self, X, cache):
-        mean, var = cached_marginals(cache, self.kernel(self.Z, X), self.kernel.diag(X))
-        return mean.mT, var.mT
-
-    def _predict_f_full(self, X, cache):
-        mean, cov = conditional_covariance(cache, self.kernel(self.Z, X), self.kernel(X))
-        return mean.mT, cov
 
     def objective(self, X, y, num_data):  # pragma: no cover - EP models train in fit
         raise NotImplementedError(f"{type(self).__name__} trains with its own EP loop in fit")

@@ -28,6 +28,7 @@ from torch import nn
 from ..inducing import inducing_inputs_arg
 from ..linalg import cholesky
 from ..parameters import column_unit
+from ..variational import PredictiveCache, cached_marginals, conditional_covariance
 
 
 class InducingInputs:
@@ -78,6 +79,22 @@ class InducingInputs:
         goes to ``last_jitter`` (reported by ``fit``)."""
         L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")  # type: ignore[attr-defined]
         return L
+
+    def _predict_f_chunk(self, X: torch.Tensor, cache: PredictiveCache):
+        """Marginals ``(B, Q)`` of q(f) at ``X`` from the conditional's cache."""
+        mean, var = cached_marginals(cache, self.kernel(self.Z, X), self.kernel.diag(X))  # type: ignore[attr-defined]
+        return mean.mT, var.mT
+
+    def _predict_f_full(self, X: torch.Tensor, cache: PredictiveCache):
+        """Mean ``(B, Q)`` and joint covariance ``(Q, B, B)`` of q(f) at ``X`` (for models
+        whose prediction cache is the conditional's)."""
+        if not isinstance(cache, PredictiveCache):
+            raise NotImplementedError(
+                f"{type(self).__name__} has no joint predictive covariance"
+            )
+        k = self.kernel  # type: ignore[attr-defined]
+        mean, cov = conditional_covariance(cache, k(self.Z, X), k(X))
+        return mean.mT, cov
 
     def _set_input_unit(self, X: torch.Tensor) -> None:
         """Measure ``input_unit`` on the data ``X`` ``(N, D)`` that Z lives among (keeps Z)."""

@@ -23,8 +23,6 @@ from ..linalg import cholesky, solve_lower
 from ..validation import check_positive_int, keyword_only_after_first
 from ..variational import (
     GaussianVariational,
-    cached_marginals,
-    conditional_covariance,
     gaussian_marginals,
     gaussian_predictive_cache,
 )
@@ -226,14 +224,6 @@ class SVGP(InducingInputs, GPModel):
         """The strategy's :class:`~latentgp.variational.PredictiveCache` (``O(M^3)``, once
         per parameter state)."""
         return gaussian_predictive_cache(self.q, self.prior_factor())
-
-    def _predict_f_chunk(self, X, cache):
-        mean, var = cached_marginals(cache, self.kernel(self.Z, X), self.kernel.diag(X))
-        return mean.mT, var.mT
-
-    def _predict_f_full(self, X, cache):
-        mean, cov = conditional_covariance(cache, self.kernel(self.Z, X), self.kernel(X))
-        return mean.mT, cov
 
 
 class _FirstLatent:
