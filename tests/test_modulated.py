@@ -131,7 +131,7 @@ def test_shgp_with_w_fixed_at_zero_is_svgp(rng):
     with torch.no_grad():
         mv = svgp._lik_args(*svgp._marginals(Xt, svgp.prior_factor()))
         lpd_s = svgp.likelihood.predictive_log_density(y, *mv)
-        log_w, mm, vv = m._predictive_mixture(Xt, m.prior_factor())
+        log_w, mm, vv = m._predictive_mixture(Xt, m.prediction_cache())
         from latentgp.models.predict import mixture_log_density
 
         torch.testing.assert_close(mixture_log_density(y, log_w, mm, vv), lpd_s, atol=1e-8, rtol=0)
@@ -259,7 +259,7 @@ def test_shgp_closed_form_moments_equal_quadrature_mixture(fitted, data):
     X = data["shgp"][0][:50]
     mean, var = m.predict_y(X)
     with torch.no_grad():
-        log_w, mm, vv = m._predictive_mixture(m._check_X(X), m.prior_factor())
+        log_w, mm, vv = m._predictive_mixture(m._check_X(X), m.prediction_cache())
         qm, qv = mixture_moments(log_w.exp(), mm, vv)
     s, mu = float(m.y_scale[0]), float(m.y_mean[0])
     np.testing.assert_allclose(mean, qm.numpy() * s + mu, rtol=1e-8, atol=1e-10)
@@ -425,3 +425,43 @@ def test_svhgp_predict_f_maps_the_log_variance_back_to_target_units():
     np.testing.assert_allclose(
         var_y, var[:, 0] + np.exp(mean[:, 1] + 0.5 * var[:, 1] + b), rtol=1e-8
     )
+
+
+def test_shgp_files_from_before_the_composition_still_load():
+    """SHGP became SVGP + ScaleModulatedGaussian (w's offset moved into the likelihood);
+    a file written by the old class loads and predicts what the old class predicted."""
+    import json
+    from pathlib import Path
+
+    here = Path(__file__).parent / "data"
+    ref = json.loads((here / "shgp_before_composition.json").read_text())
+    m = lg.load(here / "shgp_before_composition.pt")
+    assert isinstance(m.likelihood, lg.likelihoods.ScaleModulatedGaussian)
+    X = np.array(ref["X"])[:, None]
+    mean, var = m.predict_y(X)
+    np.testing.assert_allclose(mean, ref["mean"], rtol=1e-9)
+    np.testing.assert_allclose(var, ref["var"], rtol=1e-9)
+    np.testing.assert_allclose(m.noise_std(X), ref["noise_std"], rtol=1e-9)
+
+
+def test_scale_modulated_likelihood_against_quadrature():
+    """Eq. (10) and the closed-form moments against brute-force 2-D quadrature."""
+    lik = lg.likelihoods.ScaleModulatedGaussian(variance=0.3)
+    with torch.no_grad():
+        lik.w_mean.fill_(0.2)
+    mean = torch.tensor([[0.4, -0.3], [-1.0, 0.5]], dtype=torch.float64)
+    var = torch.tensor([[0.2, 0.1], [0.5, 0.3]], dtype=torch.float64)
+    y = torch.tensor([0.7, -1.2], dtype=torch.float64)
+    x, w = lg.likelihoods.gauss_hermite(60, torch.float64, "cpu")
+    f = mean[:, 0, None, None] + var[:, 0, None, None].sqrt() * x[None, :, None]
+    g = mean[:, 1, None, None] + var[:, 1, None, None].sqrt() * x[None, None, :]
+    W = w[None, :, None] * w[None, None, :]
+    F = torch.stack(torch.broadcast_tensors(f, g), -1)  # (2, 60, 60, 2)
+    with torch.no_grad():
+        ell = (W * lik.log_prob(y[:, None, None], F)).sum((1, 2))
+        torch.testing.assert_close(lik.expected_log_prob(y, mean, var), ell, rtol=1e-10, atol=0)
+        m1 = (W * lik.conditional_mean(F)).sum((1, 2))
+        m2 = (W * (lik.conditional_variance(F) + lik.conditional_mean(F) ** 2)).sum((1, 2))
+        pm, pv = lik.predictive_moments(mean, var)
+        torch.testing.assert_close(pm, m1, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(pv, m2 - m1**2, rtol=1e-9, atol=1e-12)

@@ -14,6 +14,7 @@ from .heteroscedastic import HeteroscedasticGaussian
 from .laplace import Laplace
 from .lgcp import LogGaussianCox
 from .poisson import Poisson
+from .scale_modulated import ScaleModulatedGaussian
 from .softmax import Softmax
 from .student_t import StudentT
 from .warped import WarpedGaussian
@@ -32,4 +33,4 @@ __all__ = [
     "likelihood_from_name",
     "likelihood_from_config",
 ]
-__all__ += ["WarpedGaussian", "LogGaussianCox", "GPRN"]
+__all__ += ["WarpedGaussian", "LogGaussianCox", "GPRN", "ScaleModulatedGaussian"]

@@ -128,6 +128,12 @@ class GPModel(nn.Module):
         }
 
     @classmethod
+    def upgrade_state(cls, state: dict[str, Any]) -> dict[str, Any]:
+        """Rename or convert the tensors of files written by older versions of this model
+        class (e.g. when a parameter moved into the likelihood).  Default: unchanged."""
+        return state
+
+    @classmethod
     def from_config(cls, cfg: dict[str, Any], device=None) -> GPModel:
         cfg = dict(cfg)
         cfg["kernel"] = kernel_from_config(cfg["kernel"])
@@ -153,8 +159,10 @@ class GPModel(nn.Module):
             )
         multi_output = getattr(self.likelihood, "num_outputs", None) is not None
         if self.likelihood.latent_dim > 1 and y.ndim != 1 and not multi_output:
+            what = "class labels" if self.likelihood.task == "multiclass" else "targets"
             raise ValueError(
-                f"{name} must be a 1-D array of class labels, got shape {tuple(y.shape)}"
+                f"{name} must be a 1-D array of {what} (one target column for the "
+                f"{type(self.likelihood).__name__} likelihood), got shape {tuple(y.shape)}"
             )
         return self.likelihood.validate_targets(y, name)
 
@@ -640,7 +648,7 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> G
         state = payload["state"]
         if version == 1:
             state = _upgrade_state_v1(state, model.state_dict())
-        model.load_state_dict(state)
+        model.load_state_dict(cls.upgrade_state(state))
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ValueError(
             f"{path}: header and tensors do not describe a valid {name}: "
