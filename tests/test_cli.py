@@ -16,6 +16,7 @@ import pytest
 import latentgp as lg
 from latentgp import cli
 from latentgp.cli import main
+from latentgp.cli import predict as cli_predict
 
 FIT_FAST = ["--inducing", "20", "--batch-size", "64", "--lr", "0.05", "--no-progress"]
 
@@ -267,7 +268,8 @@ def test_predict_wrong_number_of_columns_exit_2(fitted, tmp_path, capsys):
 
 
 def test_exact_refuses_large_training_sets(sine_csv, capsys, monkeypatch):
-    assert cli.MODEL_BUILDERS["exact"].max_train == 20_000
+    # the limit is the model's own, not restated by the CLI
+    assert cli.MODEL_BUILDERS["exact"].training_limit() == lg.ExactGP.max_num_data == 50_000
     monkeypatch.setitem(cli.MODEL_BUILDERS, "exact",
                         replace(cli.MODEL_BUILDERS["exact"], max_train=10))
     assert main(["fit", "--data", sine_csv, "--model", "exact"]) == 2
@@ -341,6 +343,35 @@ def test_python_m_latentgp_help():
     assert proc.stdout.startswith("usage: latentgp")
     for command in ("fit", "predict", "evaluate", "datasets", "plot", "reproduce"):
         assert command in proc.stdout
+
+
+_NO_TORCH_CHECK = """\
+import contextlib, io, sys
+from latentgp.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    status = main(sys.argv[1:])
+heavy = sorted(m for m in ("torch", "latentgp.models", "matplotlib") if m in sys.modules)
+print(status, heavy)
+"""
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["datasets", "list"],
+                                  ["fit", "--help"], ["plot", "--help"]])
+def test_start_up_does_not_import_torch(argv):
+    """--version, --help and datasets list import neither torch nor the models."""
+    proc = subprocess.run([sys.executable, "-c", _NO_TORCH_CHECK, *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "[]"], proc.stdout + proc.stderr
+
+
+def test_python_m_latentgp_version_does_not_import_torch():
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "latentgp", "--version"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"latentgp {lg.__version__}"
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    assert "latentgp.cli" in imported and "torch" not in imported
 
 
 # --------------------------------------------------------------------------- --json
@@ -422,7 +453,7 @@ def test_predict_progress_bar_in_blocks_gives_the_same_predictions(fitted, capsy
     assert main(["predict", "--model-file", fitted["model"], "--data", fitted["test"],
                  "--out", plain]) == 0
     assert "predict [" not in capsys.readouterr().err  # stderr is not a terminal: quiet
-    monkeypatch.setattr(cli, "PREDICT_BLOCK", 25)  # 60 rows: 3 blocks
+    monkeypatch.setattr(cli_predict, "PREDICT_BLOCK", 25)  # 60 rows: 3 blocks
     assert main(["predict", "--model-file", fitted["model"], "--data", fitted["test"],
                  "--out", blocks, "--progress"]) == 0
     assert "predict [####################] 3/3" in capsys.readouterr().err
