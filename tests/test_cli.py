@@ -365,6 +365,31 @@ def test_start_up_does_not_import_torch(argv):
     assert proc.stdout.split() == ["0", "[]"], proc.stdout + proc.stderr
 
 
+def test_cli_modules_import_downwards_only():
+    """The modules of latentgp.cli form no import cycle and share only public names."""
+    import ast
+    from pathlib import Path
+
+    graph: dict[str, set[str]] = {}
+    for path in Path(cli.__file__).parent.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("latentgp.cli"):
+                if node.module == "latentgp.cli":
+                    deps |= {alias.name for alias in node.names}
+                else:
+                    deps.add(node.module.split(".")[2])
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path.name} imports private names {private}"
+        graph[path.stem] = deps - {path.stem}
+    assert set().union(*graph.values()) <= set(graph)
+    done: set[str] = set()
+    while len(done) < len(graph):  # peel off the modules whose imports are all done
+        ready = {m for m, deps in graph.items() if m not in done and deps <= done}
+        assert ready, f"import cycle among {sorted(set(graph) - done)}"
+        done |= ready
+
+
 def test_python_m_latentgp_version_does_not_import_torch():
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "latentgp", "--version"],
                           capture_output=True, text=True, timeout=120)

@@ -115,7 +115,9 @@ def check_output_path(path: str | None, option: str) -> None:
         raise CLIError(f"{option} {path!r}: the folder {folder!r} is not writable")
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO], Any], binary: bool = False) -> None:
+def atomic_write(
+    path: str | os.PathLike, write: Callable[[IO], Any], *, binary: bool = False
+) -> None:
     """Write a file through ``write(handle)`` atomically.
 
     The data goes to a temporary file in the destination folder, which is renamed over

@@ -208,7 +208,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         likelihood = lg.likelihoods.Softmax(num_classes=class_count(data))
     task = data.task or likelihood.task
 
-    x_mean, x_scale = standardizer_record(data.X_train, not args.no_standardize)
+    x_mean, x_scale = standardizer_record(data.X_train, enabled=not args.no_standardize)
     record = {
         "x_mean": None if x_mean is None else x_mean.tolist(),
         "x_scale": None if x_scale is None else x_scale.tolist(),

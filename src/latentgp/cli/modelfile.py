@@ -75,7 +75,7 @@ def load_model_file(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:
     return model, record
 
 
-def standardizer_record(X_train: Any, enabled: bool) -> tuple[Any, Any]:
+def standardizer_record(X_train: Any, *, enabled: bool = True) -> tuple[Any, Any]:
     """``(mean, scale)`` of the training inputs (``(None, None)`` when not ``enabled``)."""
     if not enabled:
         return None, None
@@ -101,7 +101,7 @@ def apply_inputs(X: Any, record: dict[str, Any]) -> Any:
     return (X - mean) / scale
 
 
-def compute_metrics(model: Any, X: Any, y: Any, prefix: str = "") -> dict[str, float]:
+def compute_metrics(model: Any, X: Any, y: Any, *, prefix: str = "") -> dict[str, float]:
     """The metrics that apply to the model's task, on ``(X, y)`` (model input units).
 
     Regression and counts: ``rmse``, ``mae``, ``nlpd``; classification: ``error_rate``,
