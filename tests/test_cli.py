@@ -455,6 +455,23 @@ def test_model_builders_table(name, likelihood, cls, size_attr, size):
         assert getattr(model, size_attr) == 7
     if name in ("vfe", "fitc"):
         assert model.method == name
+    assert builder.model_class == cls
+
+
+def test_model_builders_training_defaults():
+    """The optimiser and rate of each --model (read from the model classes where the CLI
+    does not choose its own) are those the CLI always used."""
+    expected = {
+        "svgp": ("adam", 0.01), "exact": ("lbfgs", 1.0), "savigp": ("adam", 0.01),
+        "sor": ("lbfgs", 1.0), "dtc": ("lbfgs", 1.0), "fitc": ("lbfgs", 1.0),
+        "vfe": ("lbfgs", 1.0), "shgp": ("adam", 0.005), "smgp": ("adam", 0.005),
+        "slgp": ("adam", 0.005), "svhgp": ("adam", 0.005), "sep": ("sign", 0.2),
+        "gfitc": ("lbfgs", 1.0), "qsgp": ("adagrad", 0.1),
+    }
+    assert {n: b.fit_defaults() for n, b in cli.MODEL_BUILDERS.items()} == expected
+    assert cli.MODEL_BUILDERS["exact"].optimizer is None  # not restated: ExactGP's own
+    plain = cli.ModelBuilder(name="x", summary="", build=lambda args, lik: None)
+    assert plain.fit_defaults() == ("adam", 0.01) and plain.training_limit() is None
 
 
 @pytest.mark.parametrize(

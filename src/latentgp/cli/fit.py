@@ -72,9 +72,10 @@ test metrics) for 'latentgp plot --kind objective / metrics'.
 
 def fit_kwargs(args: argparse.Namespace, builder: ModelBuilder, n: int) -> dict[str, Any]:
     """The keyword arguments of ``model.fit`` from the options and the builder's defaults."""
+    optimizer, lr = builder.fit_defaults()
     kw: dict[str, Any] = {
-        "optimizer": args.optimizer or builder.optimizer,
-        "lr": builder.lr if args.lr is None else args.lr,
+        "optimizer": args.optimizer or optimizer,
+        "lr": lr if args.lr is None else args.lr,
         "seed": args.seed,
         "progress": args.progress,
     }
