@@ -16,6 +16,7 @@ import pytest
 import latentgp as lg
 from latentgp import cli
 from latentgp.cli import main
+from latentgp.cli import predict as cli_predict
 
 FIT_FAST = ["--inducing", "20", "--batch-size", "64", "--lr", "0.05", "--no-progress"]
 
@@ -267,7 +268,8 @@ def test_predict_wrong_number_of_columns_exit_2(fitted, tmp_path, capsys):
 
 
 def test_exact_refuses_large_training_sets(sine_csv, capsys, monkeypatch):
-    assert cli.MODEL_BUILDERS["exact"].max_train == 20_000
+    # the limit is the model's own, not restated by the CLI
+    assert cli.MODEL_BUILDERS["exact"].training_limit() == lg.ExactGP.max_num_data == 50_000
     monkeypatch.setitem(cli.MODEL_BUILDERS, "exact",
                         replace(cli.MODEL_BUILDERS["exact"], max_train=10))
     assert main(["fit", "--data", sine_csv, "--model", "exact"]) == 2
@@ -343,6 +345,60 @@ def test_python_m_latentgp_help():
         assert command in proc.stdout
 
 
+_NO_TORCH_CHECK = """\
+import contextlib, io, sys
+from latentgp.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    status = main(sys.argv[1:])
+heavy = sorted(m for m in ("torch", "latentgp.models", "matplotlib") if m in sys.modules)
+print(status, heavy)
+"""
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["datasets", "list"],
+                                  ["fit", "--help"], ["plot", "--help"]])
+def test_start_up_does_not_import_torch(argv):
+    """--version, --help and datasets list import neither torch nor the models."""
+    proc = subprocess.run([sys.executable, "-c", _NO_TORCH_CHECK, *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "[]"], proc.stdout + proc.stderr
+
+
+def test_cli_modules_import_downwards_only():
+    """The modules of latentgp.cli form no import cycle and share only public names."""
+    import ast
+    from pathlib import Path
+
+    graph: dict[str, set[str]] = {}
+    for path in Path(cli.__file__).parent.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("latentgp.cli"):
+                if node.module == "latentgp.cli":
+                    deps |= {alias.name for alias in node.names}
+                else:
+                    deps.add(node.module.split(".")[2])
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path.name} imports private names {private}"
+        graph[path.stem] = deps - {path.stem}
+    assert set().union(*graph.values()) <= set(graph)
+    done: set[str] = set()
+    while len(done) < len(graph):  # peel off the modules whose imports are all done
+        ready = {m for m, deps in graph.items() if m not in done and deps <= done}
+        assert ready, f"import cycle among {sorted(set(graph) - done)}"
+        done |= ready
+
+
+def test_python_m_latentgp_version_does_not_import_torch():
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "latentgp", "--version"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"latentgp {lg.__version__}"
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    assert "latentgp.cli" in imported and "torch" not in imported
+
+
 # --------------------------------------------------------------------------- --json
 def test_predict_json(fitted, capsys):
     out = str(fitted["dir"] / "pred_json.csv")
@@ -399,6 +455,23 @@ def test_model_builders_table(name, likelihood, cls, size_attr, size):
         assert getattr(model, size_attr) == 7
     if name in ("vfe", "fitc"):
         assert model.method == name
+    assert builder.model_class == cls
+
+
+def test_model_builders_training_defaults():
+    """The optimiser and rate of each --model (read from the model classes where the CLI
+    does not choose its own) are those the CLI always used."""
+    expected = {
+        "svgp": ("adam", 0.01), "exact": ("lbfgs", 1.0), "savigp": ("adam", 0.01),
+        "sor": ("lbfgs", 1.0), "dtc": ("lbfgs", 1.0), "fitc": ("lbfgs", 1.0),
+        "vfe": ("lbfgs", 1.0), "shgp": ("adam", 0.005), "smgp": ("adam", 0.005),
+        "slgp": ("adam", 0.005), "svhgp": ("adam", 0.005), "sep": ("sign", 0.2),
+        "gfitc": ("lbfgs", 1.0), "qsgp": ("adagrad", 0.1),
+    }
+    assert {n: b.fit_defaults() for n, b in cli.MODEL_BUILDERS.items()} == expected
+    assert cli.MODEL_BUILDERS["exact"].optimizer is None  # not restated: ExactGP's own
+    plain = cli.ModelBuilder(name="x", summary="", build=lambda args, lik: None)
+    assert plain.fit_defaults() == ("adam", 0.01) and plain.training_limit() is None
 
 
 @pytest.mark.parametrize(
@@ -422,7 +495,7 @@ def test_predict_progress_bar_in_blocks_gives_the_same_predictions(fitted, capsy
     assert main(["predict", "--model-file", fitted["model"], "--data", fitted["test"],
                  "--out", plain]) == 0
     assert "predict [" not in capsys.readouterr().err  # stderr is not a terminal: quiet
-    monkeypatch.setattr(cli, "PREDICT_BLOCK", 25)  # 60 rows: 3 blocks
+    monkeypatch.setattr(cli_predict, "PREDICT_BLOCK", 25)  # 60 rows: 3 blocks
     assert main(["predict", "--model-file", fitted["model"], "--data", fitted["test"],
                  "--out", blocks, "--progress"]) == 0
     assert "predict [####################] 3/3" in capsys.readouterr().err

@@ -17,7 +17,9 @@ pytest.importorskip("matplotlib")
 import latentgp as lg  # noqa: E402
 from latentgp import cli  # noqa: E402
 from latentgp.cli import main  # noqa: E402
-from latentgp.cli_plot import InputUnits  # noqa: E402
+from latentgp.cli.datafiles import read_table  # noqa: E402
+from latentgp.cli.history import MAX_TRACE_POINTS, history_record  # noqa: E402
+from latentgp.cli.plot import InputUnits, load_plot_data  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FAST = ["--batch-size", "32", "--lr", "0.05", "--no-progress"]
@@ -105,7 +107,7 @@ def _test_part(files):
     from latentgp import datasets
 
     model, record = cli.load_model_file(files["one_model"])
-    table = cli._read_table(files["one"])
+    table = read_table(files["one"])
     _, te = datasets.random_split(table.values.shape[0], 0, 0.2)
     X = (table.values[te, :1] - np.array(record["x_mean"])) / np.array(record["x_scale"])
     return model, X, table.values[te, 1]
@@ -129,10 +131,10 @@ def test_metric_trace_does_not_change_training(files, tmp_path, capsys):
 def test_history_is_thinned_to_max_points():
     from latentgp.training import FitHistory
 
-    n = cli.MAX_TRACE_POINTS * 2 + 7
+    n = MAX_TRACE_POINTS * 2 + 7
     h = FitHistory(objective=[float(i) for i in range(n)], steps=n, epochs=1.0, seconds=1.0)
-    rec = cli._history_record(h, None)
-    assert len(rec["objective"]) == cli.MAX_TRACE_POINTS
+    rec = history_record(h, None)
+    assert len(rec["objective"]) == MAX_TRACE_POINTS
     assert rec["objective_steps"][0] == 1 and rec["objective_steps"][-1] == n
     assert rec["objective"] == [s - 1.0 for s in rec["objective_steps"]]  # value i at step i+1
     assert rec["objective_steps"] == sorted(set(rec["objective_steps"]))
@@ -232,12 +234,11 @@ def test_plot_registry_dataset_draws_train_and_test_parts(tmp_path, capsys):
     assert summary["kind"] == "predictive" and png_size(out) == (800, 450)
     import matplotlib.pyplot as plt
 
-    from latentgp import cli_plot
 
     args = cli.build_parser().parse_args(["plot", "--model-file", model, "--data", "mcycle",
                                           "--out", str(out)])
     m, record = cli.load_model_file(model)
-    parts = cli_plot._load_data(args, m, record)
+    parts = load_plot_data(args, m, record)
     n_train, n_test = parts["train"][0].shape[0], parts["test"][0].shape[0]
     assert n_train > 0 and n_test > 0 and n_train + n_test == 133  # mcycle has 133 rows
     plt.close("all")

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from latentgp.cli import main
-from latentgp.cli_reproduce import EXPERIMENTS
+from latentgp.cli.reproduce import EXPERIMENTS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"

@@ -58,6 +58,8 @@ class ExactGP(GPModel):
     default_optimizer = "lbfgs"
     default_lr = 1.0
     supports_minibatch = False
+    #: largest training set accepted (an N x N factor of 50,000 points is 20 GB in float64)
+    max_num_data = 50_000
 
     @keyword_only_after_first()
     def __init__(
@@ -93,9 +95,10 @@ class ExactGP(GPModel):
         return {"optimizer": "lbfgs", "lr": 1.0, "max_steps": 200, "tol": 1e-9}
 
     def _validate_sizes(self, N: int) -> None:
-        if N > 50_000:
+        if N > self.max_num_data:
             raise ValueError(
-                f"ExactGP on {N} points needs an {N}x{N} matrix; use SVGP or SparseGP for N > 50000"
+                f"ExactGP on {N} points needs an {N}x{N} matrix; use SVGP or SparseGP for "
+                f"N > {self.max_num_data}"
             )
 
     def _init_from_data(self, X, y):

@@ -23,9 +23,24 @@ the data's own units (the CLI's input standardisation is undone).  The image is
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from latentgp.cli.common import (
+    EXIT_OK,
+    HELP_FORMAT,
+    CLIError,
+    check_output_path,
+    emit_json,
+    nonneg_int,
+    out,
+    positive_float,
+    positive_int,
+)
+from latentgp.cli.datafiles import data_for_model
+from latentgp.cli.modelfile import load_model_file
+
+if TYPE_CHECKING:
+    import numpy as np
 
 KINDS = ("predictive", "objective", "metrics", "calibration", "inducing")
 
@@ -69,12 +84,16 @@ class InputUnits:
         self.likelihood = model.likelihood
         self.input_dim = model.input_dim
         self.output_dim = getattr(model, "output_dim", 1)
+        import numpy as np
+
         D = int(model.input_dim)
         mean, scale = record.get("x_mean"), record.get("x_scale")
         self.mean = np.zeros(D) if mean is None else np.asarray(mean, dtype=np.float64)
         self.scale = np.ones(D) if scale is None else np.asarray(scale, dtype=np.float64)
 
     def _inputs(self, X: Any) -> np.ndarray:
+        import numpy as np
+
         return (np.asarray(X, dtype=np.float64) - self.mean) / self.scale
 
     def predict_y(self, X: Any) -> tuple[Any, Any]:
@@ -85,6 +104,8 @@ class InputUnits:
 
     @property
     def Z(self) -> np.ndarray | None:
+        import numpy as np
+
         Z = getattr(self.model, "Z", None)
         if Z is None:
             return None
@@ -94,17 +115,15 @@ class InputUnits:
         return Z * self.scale + self.mean
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser, fmt: Any) -> argparse.ArgumentParser:
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``plot`` command to the subparsers ``sub``."""
-    from latentgp import cli
-
     p = sub.add_parser(
         "plot",
         parents=[common],
         help="draw a model file: predictions, training traces, calibration",
         description="Draw a model written by 'latentgp fit' (PNG, PDF or SVG by extension).",
         epilog=EPILOG,
-        formatter_class=fmt,
+        formatter_class=HELP_FORMAT,
     )
     p.add_argument("--config", metavar="TOML", help="read options from a TOML file")
     p.add_argument("--model-file", required=True, metavar="MODEL_FILE")
@@ -114,14 +133,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, fmt: Any) -> argparse.
         help="data to draw: a registry dataset (train and test parts) or a CSV file",
     )
     p.add_argument("--target", metavar="COL", help="CSV target column (name or index)")
-    p.add_argument("--split", type=cli._nonneg_int, metavar="K", help="dataset split")
+    p.add_argument("--split", type=nonneg_int, metavar="K", help="dataset split")
     p.add_argument("--data-home", metavar="DIR", help="folder of data-home files")
     p.add_argument("--kind", choices=KINDS, help="what to draw (default: see below)")
     p.add_argument("--out", required=True, metavar="IMAGE", help="image file (.png/.pdf/.svg)")
-    p.add_argument("--width", type=cli._positive_int, metavar="PX", help="image width in pixels")
-    p.add_argument("--height", type=cli._positive_int, metavar="PX", help="image height in pixels")
+    p.add_argument("--width", type=positive_int, metavar="PX", help="image width in pixels")
+    p.add_argument("--height", type=positive_int, metavar="PX", help="image height in pixels")
     p.add_argument(
-        "--dpi", type=cli._positive_float, default=100.0, help="dots per inch (default 100)"
+        "--dpi", type=positive_float, default=100.0, help="dots per inch (default 100)"
     )
     p.add_argument("--title", help="figure title")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -129,12 +148,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, fmt: Any) -> argparse.
     return p
 
 
-def _load_data(args: argparse.Namespace, model: Any, record: dict[str, Any]) -> dict[str, Any]:
+def load_plot_data(
+    args: argparse.Namespace, model: Any, record: dict[str, Any]
+) -> dict[str, Any]:
     """Arrays in data units: ``{"train": (X, y), "test": (X, y) or None}`` (a CSV file is
     all "train"; a registry dataset has both parts, as in ``latentgp evaluate``)."""
-    from latentgp import cli
-
-    data = cli._data_for_model(args, model, record)
+    data = data_for_model(args, model, record)
     test = (data.X_test, data.y_test) if data.X_test.shape[0] else None
     return {"train": (data.X_train, data.y_train), "test": test}
 
@@ -148,11 +167,9 @@ def _default_kind(model: Any, has_data: bool) -> str:
 
 
 def _history(record: dict[str, Any], path: str) -> dict[str, Any]:
-    from latentgp import cli
-
     history = record.get("history")
     if not isinstance(history, dict):
-        raise cli.CLIError(
+        raise CLIError(
             f"{path} holds no training history (written by an older 'latentgp fit'); refit it"
         )
     return history
@@ -166,14 +183,16 @@ def _size(args: argparse.Namespace, inches: tuple[float, float]) -> tuple[int, i
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Run ``latentgp plot``."""
-    from latentgp import cli, plotting
+    import numpy as np
 
-    cli._check_output_path(args.out, "--out")
-    model, record = cli.load_model_file(args.model_file)
+    from latentgp import plotting
+
+    check_output_path(args.out, "--out")
+    model, record = load_model_file(args.model_file)
     kind = args.kind or _default_kind(model, args.data is not None)
     if kind in ("predictive", "calibration", "inducing") and args.data is None:
-        raise cli.CLIError(f"--kind {kind} needs --data (a CSV file or a registry dataset)")
-    data = _load_data(args, model, record) if args.data is not None else None
+        raise CLIError(f"--kind {kind} needs --data (a CSV file or a registry dataset)")
+    data = load_plot_data(args, model, record) if args.data is not None else None
     view = InputUnits(model, record)
     task = getattr(model.likelihood, "task", "regression")
     names = record.get("feature_names") or [f"x{j + 1}" for j in range(model.input_dim)]
@@ -182,7 +201,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     if kind == "predictive":
         if D > 2 or P > 1:
-            raise cli.CLIError(
+            raise CLIError(
                 f"--kind predictive draws models with 1 or 2 inputs and one output; this one "
                 f"has {D} input(s) and {P} output(s): use --kind calibration or inducing"
             )
@@ -194,7 +213,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         history = _history(record, args.model_file)
         trace = history.get("eval")
         if not trace:
-            raise cli.CLIError(
+            raise CLIError(
                 f"{args.model_file} has no test-metric trace: fit with --eval-every K"
             )
         metric_names = [k for k in trace if k not in ("on", "steps")]
@@ -234,7 +253,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         fig = _calibration(view, data, task, args.title, figsize, dpi)
     else:  # inducing
         if view.Z is None:
-            raise cli.CLIError(
+            raise CLIError(
                 f"{type(model).__name__} has no inducing inputs in its input space"
             )
         X, y = data["train"]
@@ -255,14 +274,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
         "dpi": dpi,
     }
     if args.json:
-        cli._emit_json(args, summary, plot=args.out)
+        emit_json(args, summary, plot=args.out)
     else:
-        cli._out(f"wrote the {kind} plot ({width} x {height} px) to {args.out}")
-    return cli.EXIT_OK
+        out(f"wrote the {kind} plot ({width} x {height} px) to {args.out}")
+    return EXIT_OK
 
 
 def _calibration(view: InputUnits, data: dict[str, Any], task: str, title: str | None,
                  figsize: tuple[float, float], dpi: float) -> Any:
+    import numpy as np
     import torch
 
     from latentgp import plotting

@@ -28,6 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from latentgp.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    HELP_FORMAT,
+    PROG,
+    CLIError,
+    emit_json,
+    out,
+)
+
 QUICK = "{quick}"
 
 
@@ -148,7 +158,7 @@ smoke-run numbers (except sparse_reproduction, which then writes to a temporary 
 """
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser, fmt: Any) -> argparse.ArgumentParser:
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``reproduce`` command to the subparsers ``sub``."""
     p = sub.add_parser(
         "reproduce",
@@ -157,7 +167,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, fmt: Any) -> argparse.
         description="Re-run one experiment script from benchmarks/ (see --list).\n"
         "Arguments after '--' go to the script: latentgp reproduce NAME [options] [-- ARGS]",
         epilog=EPILOG,
-        formatter_class=fmt,
+        formatter_class=HELP_FORMAT,
     )
     p.add_argument("name", nargs="?", metavar="NAME", help="experiment (see --list)")
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
@@ -178,20 +188,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, fmt: Any) -> argparse.
 
 def benchmarks_dir(explicit: str | None = None) -> Path:
     """The benchmarks folder: ``explicit``, ``$LATENTGP_BENCHMARKS`` or the source tree's."""
-    from latentgp import cli
-
     given = explicit or os.environ.get("LATENTGP_BENCHMARKS")
     if given:
         path = Path(given)
         if not path.is_dir():
             origin = "--benchmarks-dir" if explicit else "LATENTGP_BENCHMARKS"
-            raise cli.CLIError(f"{origin} {given!r} is not a folder")
+            raise CLIError(f"{origin} {given!r} is not a folder")
         return path
     import latentgp
 
     path = Path(latentgp.__file__).resolve().parents[2] / "benchmarks"
     if not path.is_dir():
-        raise cli.CLIError(
+        raise CLIError(
             f"cannot find the benchmarks folder (looked in {str(path)!r}); the scripts ship "
             "with the source repository: give --benchmarks-dir DIR or set LATENTGP_BENCHMARKS"
         )
@@ -200,14 +208,12 @@ def benchmarks_dir(explicit: str | None = None) -> Path:
 
 def commands(exp: Experiment, bench: Path, args: argparse.Namespace) -> list[list[str]]:
     """The subprocess command lines of one reproduction."""
-    from latentgp import cli
-
     script = str(bench / exp.script)
     extra = list(args.script_args or [])
     if args.results_dir:
         if exp.results_dir is None:
             able = [e.name for e in EXPERIMENTS.values() if e.results_dir]
-            raise cli.CLIError(
+            raise CLIError(
                 f"{exp.name} writes its page into docs/results only; --results-dir works "
                 f"with: {', '.join(able)}"
             )
@@ -259,29 +265,27 @@ def _run(cmd: list[str], cwd: Path, show: bool, tail: collections.deque) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run ``latentgp reproduce``."""
-    from latentgp import cli
-
     if args.list:
         if args.json:
             rows = [
                 {"name": e.name, "script": e.script, "summary": e.summary, "pages": e.pages}
                 for e in EXPERIMENTS.values()
             ]
-            cli._emit_json(args, {"experiments": rows})
+            emit_json(args, {"experiments": rows})
         else:
             width = max(len(n) for n in EXPERIMENTS)
             for e in EXPERIMENTS.values():
-                cli._out(f"{e.name.ljust(width)}  {e.summary}")
-        return cli.EXIT_OK
+                out(f"{e.name.ljust(width)}  {e.summary}")
+        return EXIT_OK
     names = ", ".join(EXPERIMENTS)
     if args.name is None:
-        raise cli.CLIError(f"give an experiment NAME or --list; the experiments: {names}")
+        raise CLIError(f"give an experiment NAME or --list; the experiments: {names}")
     if args.name not in EXPERIMENTS:
-        raise cli.CLIError(f"unknown experiment {args.name!r}; choose one of: {names}")
+        raise CLIError(f"unknown experiment {args.name!r}; choose one of: {names}")
     exp = EXPERIMENTS[args.name]
     bench = benchmarks_dir(args.benchmarks_dir)
     if not (bench / exp.script).is_file():
-        raise cli.CLIError(f"{bench / exp.script} does not exist")
+        raise CLIError(f"{bench / exp.script} does not exist")
     cmds = commands(exp, bench, args)
     root = bench.parent
     summary: dict[str, Any] = {
@@ -292,16 +296,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     }
     if args.dry_run:
         if args.json:
-            cli._emit_json(args, summary)
+            emit_json(args, summary)
         else:
             for c in cmds:
-                cli._out(" ".join(c))
-        return cli.EXIT_OK
+                out(" ".join(c))
+        return EXIT_OK
     if args.results_dir and not os.path.isdir(args.results_dir):
         os.makedirs(args.results_dir, exist_ok=True)
     if args.quick and exp.quick_overwrites and not args.results_dir:
         print(
-            f"{cli.PROG}: warning: a --quick run of {exp.name} writes its smoke-run numbers "
+            f"{PROG}: warning: a --quick run of {exp.name} writes its smoke-run numbers "
             f"over {', '.join(exp.pages)} (git restores them)",
             file=sys.stderr,
         )
@@ -312,22 +316,22 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     tail: collections.deque = collections.deque(maxlen=20)
     for c in cmds:
         if show:
-            print(f"{cli.PROG}: running {' '.join(c)}", file=sys.stderr)
+            print(f"{PROG}: running {' '.join(c)}", file=sys.stderr)
         code = _run(c, root, show, tail)
         if code != 0:
             if not show:
                 for line in tail:
                     print(line, file=sys.stderr)
-            print(f"{cli.PROG}: error: {exp.name} failed (exit status {code}) in: "
+            print(f"{PROG}: error: {exp.name} failed (exit status {code}) in: "
                   f"{' '.join(c)}", file=sys.stderr)
-            return cli.EXIT_FAILURE
+            return EXIT_FAILURE
     after = _snapshot(watch)
     written = sorted(p for p, sig in after.items() if before.get(p) != sig)
     summary.update(written=written, returncode=0)
     if args.json:
-        cli._emit_json(args, summary)
+        emit_json(args, summary)
     else:
-        cli._out(f"reproduced {exp.name} in {time.perf_counter() - t0:.1f} s")
+        out(f"reproduced {exp.name} in {time.perf_counter() - t0:.1f} s")
         for p in written:
-            cli._out(f"  wrote {os.path.relpath(p)}")
-    return cli.EXIT_OK
+            out(f"  wrote {os.path.relpath(p)}")
+    return EXIT_OK
