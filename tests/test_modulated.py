@@ -427,21 +427,26 @@ def test_svhgp_predict_f_maps_the_log_variance_back_to_target_units():
     )
 
 
-def test_shgp_files_from_before_the_composition_still_load():
-    """SHGP became SVGP + ScaleModulatedGaussian (w's offset moved into the likelihood);
-    a file written by the old class loads and predicts what the old class predicted."""
+@pytest.mark.parametrize(
+    "name, likelihood",
+    [("shgp", "ScaleModulatedGaussian"), ("smgp", "GaussianExperts")],
+)
+def test_files_from_before_the_compositions_still_load(name, likelihood):
+    """SHGP and SMGP became SVGP + a likelihood (their own parameters moved into it); a
+    file written by the old class loads and predicts what the old class predicted."""
     import json
     from pathlib import Path
 
     here = Path(__file__).parent / "data"
-    ref = json.loads((here / "shgp_before_composition.json").read_text())
-    m = lg.load(here / "shgp_before_composition.pt")
-    assert isinstance(m.likelihood, lg.likelihoods.ScaleModulatedGaussian)
+    ref = json.loads((here / f"{name}_before_composition.json").read_text())
+    m = lg.load(here / f"{name}_before_composition.pt")
+    assert type(m.likelihood).__name__ == likelihood
     X = np.array(ref["X"])[:, None]
     mean, var = m.predict_y(X)
     np.testing.assert_allclose(mean, ref["mean"], rtol=1e-9)
     np.testing.assert_allclose(var, ref["var"], rtol=1e-9)
-    np.testing.assert_allclose(m.noise_std(X), ref["noise_std"], rtol=1e-9)
+    if "noise_std" in ref:
+        np.testing.assert_allclose(m.noise_std(X), ref["noise_std"], rtol=1e-9)
 
 
 def test_scale_modulated_likelihood_against_quadrature():

@@ -8,6 +8,7 @@ from .base import (
     likelihood_from_name,
 )
 from .bernoulli import Bernoulli
+from .experts import GaussianExperts
 from .gaussian import Gaussian
 from .gprn import GPRN
 from .heteroscedastic import HeteroscedasticGaussian
@@ -33,4 +34,4 @@ __all__ = [
     "likelihood_from_name",
     "likelihood_from_config",
 ]
-__all__ += ["WarpedGaussian", "LogGaussianCox", "GPRN", "ScaleModulatedGaussian"]
+__all__ += ["WarpedGaussian", "LogGaussianCox", "GPRN", "ScaleModulatedGaussian", "GaussianExperts"]

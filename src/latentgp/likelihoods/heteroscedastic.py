@@ -21,6 +21,7 @@ from torch import nn
 
 from ..config import get_config
 from ..constants import LOG_2PI
+from ..mixtures import mixture_log_density
 from .base import Likelihood, gauss_hermite, register
 
 
@@ -53,7 +54,7 @@ class HeteroscedasticGaussian(Likelihood):
         vf, vg = var[..., 0], var[..., 1]
         return -0.5 * (LOG_2PI + mg + ((y - mf) ** 2 + vf) * torch.exp(-mg + 0.5 * vg))
 
-    def _mixture(self, mean, var, n: int | None = None):
+    def predictive_mixture(self, mean, var, n: int | None = None):
         """Gauss-Hermite mixture in g: log weights, means, variances ``(B, K)``."""
         x, w = gauss_hermite(n or max(get_config().num_gauss_hermite, 32), mean.dtype, mean.device)
         mf, mg = self._split(mean)
@@ -63,9 +64,7 @@ class HeteroscedasticGaussian(Likelihood):
         return w.log().expand_as(comp_var), mf[..., None].expand_as(comp_var), comp_var
 
     def predictive_log_density(self, y, mean, var, num_samples: int = 0):
-        log_w, m, v = self._mixture(mean, var)
-        comp = -0.5 * (LOG_2PI + v.log() + (y[..., None] - m) ** 2 / v)
-        return torch.logsumexp(log_w + comp, dim=-1)
+        return mixture_log_density(y, *self.predictive_mixture(mean, var))
 
     def conditional_mean(self, f):
         return f[..., 0]

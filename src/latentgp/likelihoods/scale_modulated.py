@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ..constants import LOG_2PI
+from ..mixtures import mixture_log_density
 from .base import gauss_hermite, register
 from .gaussian import Gaussian
 
@@ -88,9 +89,7 @@ class ScaleModulatedGaussian(Gaussian):
         return w.log().expand_as(wk), comp_mean, comp_var
 
     def predictive_log_density(self, y, mean, var, num_samples: int = 0):
-        log_w, m, v = self.predictive_mixture(mean, var)
-        comp = -0.5 * (LOG_2PI + v.log() + (y[..., None] - m) ** 2 / v)
-        return torch.logsumexp(log_w + comp, dim=-1)
+        return mixture_log_density(y, *self.predictive_mixture(mean, var))
 
     def predictive_moments(self, mean, var):
         mf, vf, mw, vw = self._split(mean, var)

@@ -5,20 +5,28 @@ Every model's ``predict_f`` / ``predict_y`` / ``log_predictive_density`` /
 (so memory stays bounded for every family, with one rule for the chunk size), maps its
 moments back to the targets' units with :func:`unscale_moments`, and averages mixture
 components (SAVIGP's q(u) components, the Monte Carlo components of SLGP) with
-:func:`mixture_moments`.  Caches are the models' (``GPModel.prediction_cache``); for the
-inducing-point models they are the conditional's
+:func:`latentgp.mixtures.mixture_moments`.  Caches are the models'
+(``GPModel.prediction_cache``); for the inducing-point models they are the conditional's
 :class:`~latentgp.variational.PredictiveCache`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import torch
 
 from ..config import get_config
-from ..constants import LOG_2PI
+from ..mixtures import mixture_cdf, mixture_log_density, mixture_moments
+
+__all__ = [
+    "chunked",
+    "mixture_cdf",
+    "mixture_log_density",
+    "mixture_moments",
+    "rows_per_chunk",
+    "unscale_moments",
+]
 
 #: Largest number of rows in one automatic chunk.
 MAX_ROWS = 65536
@@ -73,30 +81,3 @@ def unscale_moments(
     if mean.ndim == 1 or mean.shape[-1] != scale.shape[-1]:
         scale, offset = scale[0], offset[0]
     return mean * scale + offset, var * scale**2
-
-
-def mixture_moments(
-    weights: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, dim: int = -1
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and variance of Gaussian mixtures whose components run along axis ``dim`` of
-    ``mean`` and ``var``; ``weights`` broadcasts against them (law of total variance,
-    the variance clamped at 0)."""
-    m = (weights * mean).sum(dim)
-    v = (weights * (var + mean.square())).sum(dim) - m.square()
-    return m, v.clamp_min(0.0)
-
-
-def mixture_log_density(
-    y: torch.Tensor, log_w: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
-) -> torch.Tensor:
-    """``log sum_k w_k N(y | m_k, v_k)``; ``y`` ``(..., B)``, mixture ``(B, K)`` -> ``(..., B)``."""
-    comp = -0.5 * (LOG_2PI + var.log() + (y[..., None] - mean) ** 2 / var)
-    return torch.logsumexp(log_w + comp, dim=-1)
-
-
-def mixture_cdf(
-    y: torch.Tensor, log_w: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
-) -> torch.Tensor:
-    """``P(Y <= y)`` for ``y`` ``(..., B)`` under the mixture ``(B, K)``."""
-    z = (y[..., None] - mean) / var.sqrt()
-    return (log_w.exp() * 0.5 * torch.erfc(-z / math.sqrt(2.0))).sum(-1)

@@ -1,52 +1,33 @@
 """SMGP: scalable mixture of T GP experts with GP gating (seed 003, eqs. 12-17).
 
-Experts ``f^t`` (GP indices 0..T-1) with noise variances ``nu^t``; gating logits ``a^t``
-(indices T..2T-1); assignment ``w_i ~ Mult(softmax(a_i))``.  With the expert terms
-
-    l_i^t = E_{q(f_i^t)}[log N(y_i | f_i^t, nu^t)]     (closed form),
-
-the marginalised bound (eq. 17) has an exact inner expectation over the assignment
-(notes §2.3):
-
-    L = sum_i E_{q(a_i)}[ logsumexp_t( log softmax(a_i)_t + l_i^t ) ] - KL_f - KL_a,
-
-and only the Gaussian expectation over a_i is estimated, by ``num_samples``
-reparameterised draws (``estimator="analytic"``, default).  ``estimator="concrete"`` is
-the paper's/code's estimator for comparison: per point
-``logsumexp_s( sum_t w_{i,t}^s l_i^t ) - log S`` with ``a_i^s ~ q(a_i)`` and
-``w_i^s ~ Concrete(softmax(a_i^s), temperature)``.
-
-Predictive: ``p(y*) = sum_t pi_t N(y* | m_t, v_t + nu^t)`` with
-``pi_t = E_{q(a*)}[softmax(a*)_t]`` (Monte Carlo, a fixed generator).
+SVGP with 2T latent GPs (experts ``f^t``: indices 0..T-1; gating logits ``a^t``:
+T..2T-1; separate inducing inputs, a kernel with batch shape (2T,)) and the
+:class:`~latentgp.likelihoods.GaussianExperts` likelihood, which holds the bound with
+the assignment marginalised exactly, its estimators and the predictive mixture.  This
+class adds the mixture-predictive functions of the modulated GPs, breaks the symmetry
+between experts at initialisation, and reads model files written when SMGP was a model
+of its own (the expert noises then belonged to the model).
 """
 
 from __future__ import annotations
 
-import math
 import warnings
+from typing import Any
 
+import numpy as np
 import torch
-from torch import nn
 
-from ...constants import LOG_2PI
-from ...parameters import inv_softplus, softplus
+from ...likelihoods import GaussianExperts
+from ...likelihoods.experts import gaussian_expected_log_lik, mixture_inner
 from ...validation import check_positive_int, keyword_only_after_first
 from ..base import register_model
-from .base import ModulatedGP
-
-
-def gaussian_expected_log_lik(y, mean, var, noise):
-    """``E_{N(f|mean,var)}[log N(y | f, noise)]``, broadcasting (``y`` ``(B, 1)``)."""
-    return -0.5 * (LOG_2PI + noise.log() + ((y - mean) ** 2 + var) / noise)
-
-
-def mixture_inner(log_pi: torch.Tensor, ell: torch.Tensor) -> torch.Tensor:
-    """``log E_{w ~ Mult(pi)}[exp(sum_t w_t l_t)] = logsumexp_t(log pi_t + l_t)``, last axis."""
-    return torch.logsumexp(log_pi + ell, dim=-1)
+from ..predict import chunked
+from ..svgp import SVGP
+from .base import MixturePredictive
 
 
 @register_model
-class SMGP(ModulatedGP):
+class SMGP(MixturePredictive, SVGP):
     """Scalable mixture of GP experts.
 
     Parameters
@@ -58,7 +39,11 @@ class SMGP(ModulatedGP):
     temperature: Concrete relaxation temperature (paper: 0.01).
     noise_variance: initial expert noise variances (scaled units).
     num_gate_samples: draws used for the predictive mixture weights.
+    Other keywords are those of :class:`~latentgp.SVGP` (``Z``, ``learn_inducing``, ...),
+    except ``num_latent`` (2T), ``covariance`` (full) and ``likelihood`` (the experts).
     """
+
+    default_lr = 0.005
 
     @keyword_only_after_first()
     def __init__(
@@ -73,11 +58,14 @@ class SMGP(ModulatedGP):
         noise_variance: float = 0.1,
         num_gate_samples: int = 1000,
         normalize_y: bool = True,
-        likelihood=None,
+        likelihood: Any = None,
+        shared_inducing: bool = False,
         device=None,
         dtype=None,
+        **svgp_kwargs,
     ) -> None:
-        if likelihood is not None:
+        T = check_positive_int(num_experts, "num_experts")
+        if likelihood is not None and not isinstance(likelihood, GaussianExperts):
             warnings.warn(
                 "SMGP(likelihood=...) is ignored: the experts' Gaussian noise variances are "
                 "the model's own parameters (set their initial value with noise_variance=); "
@@ -85,96 +73,125 @@ class SMGP(ModulatedGP):
                 DeprecationWarning,
                 stacklevel=2,
             )
-        super().__init__(num_inducing, kernel, "gaussian", normalize_y, device, dtype)
-        self.num_experts = check_positive_int(num_experts, "num_experts")
-        self.num_samples = check_positive_int(num_samples, "num_samples")
-        self.num_gate_samples = check_positive_int(num_gate_samples, "num_gate_samples")
-        if estimator not in ("analytic", "concrete"):
-            raise ValueError(f"estimator must be 'analytic' or 'concrete', got {estimator!r}")
-        if not (isinstance(temperature, (int, float)) and temperature > 0):
-            raise ValueError(f"temperature must be a positive number, got {temperature!r}")
-        if not (isinstance(noise_variance, (int, float)) and noise_variance > 0):
-            raise ValueError(f"noise_variance must be a positive number, got {noise_variance!r}")
-        self.estimator, self.temperature = estimator, float(temperature)
-        self.noise_variance = float(noise_variance)
+            likelihood = None
+        if likelihood is None:
+            likelihood = GaussianExperts(
+                T,
+                noise_variance=noise_variance,
+                num_samples=check_positive_int(num_samples, "num_samples"),
+                estimator=estimator,
+                temperature=temperature,
+                num_gate_samples=check_positive_int(num_gate_samples, "num_gate_samples"),
+            )
+        if likelihood.num_experts != T:
+            raise ValueError(f"the likelihood has {likelihood.num_experts} experts, not {T}")
+        for fixed in ("num_latent", "covariance"):
+            if fixed in svgp_kwargs:
+                raise ValueError(f"SMGP fixes {fixed}; it cannot be given")
+        super().__init__(
+            num_inducing,
+            likelihood=likelihood,
+            kernel=kernel,
+            num_latent=2 * T,
+            shared_inducing=shared_inducing,
+            normalize_y=normalize_y,
+            device=device,
+            dtype=dtype,
+            **svgp_kwargs,
+        )
 
-    def _num_gps(self):
-        return 2 * self.num_experts
+    @property
+    def num_experts(self) -> int:
+        return self.likelihood.num_experts
 
-    def _build(self, input_dim, output_dim):
+    def _default_fit_args(self, N):
+        return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512), "max_steps": 2000}
+
+    def _build(self, input_dim: int, output_dim: int) -> None:
+        if output_dim != 1:
+            raise ValueError(f"SMGP models one target column; y has {output_dim} columns")
         super()._build(input_dim, output_dim)
-        raw = inv_softplus(self.noise_variance).to(self.dtype_)
-        self.raw_expert_noise = nn.Parameter(raw.expand(self.num_experts).clone())
-        self.to(dtype=self.dtype_, device=self.device_)
 
     def _init_from_data(self, X, y):
         super()._init_from_data(X, y)
-        T = self.num_experts
         with torch.no_grad():  # break the symmetry between experts
-            self.q.q_mu[:T].normal_(0.0, 0.5)
-
-    @classmethod
-    def from_config(cls, cfg, device=None):
-        cfg = dict(cfg)
-        cfg.pop("likelihood", None)  # files record the unused Gaussian; see __init__
-        return super().from_config(cfg, device)
+            self.q.q_mu[: self.num_experts].normal_(0.0, 0.5)
 
     def get_config(self):
         cfg = super().get_config()
-        cfg.update(
-            num_experts=self.num_experts,
-            num_samples=self.num_samples,
-            estimator=self.estimator,
-            temperature=self.temperature,
-            noise_variance=self.noise_variance,
-            num_gate_samples=self.num_gate_samples,
-        )
+        for key in ("num_latent", "covariance"):
+            cfg.pop(key, None)
+        cfg["num_experts"] = self.num_experts
         return cfg
+
+    @classmethod
+    def from_config(cls, cfg, device=None):
+        """Also reads the configuration of files written before SMGP was a composition."""
+        cfg = dict(cfg)
+        old = {k: cfg.pop(k) for k in ("num_samples", "estimator", "temperature",
+                                       "noise_variance", "num_gate_samples") if k in cfg}
+        if cfg.get("likelihood", {}).get("type") != "GaussianExperts":
+            cfg["likelihood"] = {"type": "GaussianExperts", "num_experts": cfg["num_experts"],
+                                 **old}
+        return super().from_config(cfg, device)
+
+    @classmethod
+    def upgrade_state(cls, state: dict) -> dict:
+        """Tensors of files written before SMGP was a composition: the expert noises were
+        the model's ``raw_expert_noise``, and an unused Gaussian likelihood was stored."""
+        state = dict(state)
+        if "raw_expert_noise" in state:
+            for key in [k for k in state if k.startswith("likelihood.")]:
+                del state[key]
+            state["likelihood.raw_expert_noise"] = state.pop("raw_expert_noise")
+        return state
+
+    @property
+    def raw_expert_noise(self) -> torch.nn.Parameter:
+        """The likelihood's raw (softplus) expert noise variances ``(T,)``."""
+        return self.likelihood.raw_expert_noise
 
     @property
     def expert_noise(self) -> torch.Tensor:
         """``(T,)`` noise variances nu^t (scaled units)."""
-        return softplus(self.raw_expert_noise, 1e-6)
-
-    def _experts_and_gates(self, X, Lzz):
-        m, v = self.latent_marginals(X, Lzz)
-        T = self.num_experts
-        return m[:, :T], v[:, :T], m[:, T:], v[:, T:]
+        return self.likelihood.expert_noise
 
     def expert_terms(self, X, y, Lzz) -> torch.Tensor:
-        """``l_i^t`` ``(B, T)``."""
-        mf, vf, _, _ = self._experts_and_gates(X, Lzz)
-        return gaussian_expected_log_lik(y[:, None], mf, vf, self.expert_noise)
+        """``l_i^t`` ``(B, T)``: the experts' expected log likelihoods."""
+        m, v = self._marginals(X, Lzz)
+        T = self.num_experts
+        return gaussian_expected_log_lik(y[:, None], m[:, :T], v[:, :T], self.expert_noise)
 
     def data_term(self, X, y, Lzz, num_samples: int | None = None) -> torch.Tensor:
         """Per-point estimate of the data term of the bound, ``(B,)``."""
-        mf, vf, ma, va = self._experts_and_gates(X, Lzz)
-        ell = gaussian_expected_log_lik(y[:, None], mf, vf, self.expert_noise)  # (B, T)
-        S = num_samples or self.num_samples
-        eps = torch.randn((S,) + tuple(ma.shape), dtype=ma.dtype, device=ma.device)
-        a = ma + va.sqrt() * eps  # (S, B, T)
-        if self.estimator == "analytic" or self.num_experts == 1:
-            return mixture_inner(torch.log_softmax(a, -1), ell).mean(0)
-        w = torch.distributions.RelaxedOneHotCategorical(
-            torch.tensor(self.temperature, dtype=a.dtype, device=a.device), logits=a
-        ).rsample()
-        return torch.logsumexp((w * ell).sum(-1), dim=0) - math.log(S)
+        m, v = self._marginals(X, Lzz)
+        return self.likelihood.expected_log_prob(y, m, v, num_samples)
 
-    def objective(self, X, y, num_data):
-        Lzz = self.prior_factor()
-        data = self.data_term(X, y, Lzz)
-        return data.sum() * (num_data / X.shape[0]) - self.q.kl(Lzz)
+    def gate_probabilities(self, X: Any) -> np.ndarray:
+        """``pi_t = E_{q(a)}[softmax(a)_t]`` ``(N, T)`` at ``X`` (Monte Carlo, fixed draws)."""
+        self._require_built()
+        cache = self.prediction_cache()
 
-    def gate_probabilities(self, X, Lzz) -> torch.Tensor:
-        """``pi_t = E_{q(a)}[softmax(a)_t]`` ``(B, T)`` by Monte Carlo with a fixed generator."""
-        _, _, ma, va = self._experts_and_gates(X, Lzz)
-        gen = torch.Generator(device="cpu")
-        gen.manual_seed(1234)
-        eps = torch.randn((self.num_gate_samples,) + tuple(ma.shape), generator=gen)
-        a = ma + va.sqrt() * eps.to(ma)
-        return torch.softmax(a, -1).mean(0)
+        def gates(xc):
+            return self.likelihood.gate_probabilities(*self._predict_f_chunk(xc, cache))
 
-    def _predictive_mixture(self, X, Lzz):
-        mf, vf, _, _ = self._experts_and_gates(X, Lzz)
-        pi = self.gate_probabilities(X, Lzz)
-        return pi.clamp_min(1e-300).log(), mf, vf + self.expert_noise
+        (pi,) = chunked(gates, self._check_X(X), rows=self._rows_per_chunk(None))
+        return pi.cpu().numpy()
+
+    def _predictive_mixture(self, X, cache):
+        return self.likelihood.predictive_mixture(*self._predict_f_chunk(X, cache))
+
+    def predict_f(self, X, chunk_size=None, as_numpy=True):
+        raise NotImplementedError(
+            "SMGP is not 'one latent + likelihood': use predict_latent (marginals of every "
+            "GP) or predict_y / predict_density"
+        )
+
+    def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Marginals ``(N, 2T)`` of the experts and gates in internal (scaled) units."""
+        self._require_built()
+        m, v = self._latent_raw(self._check_X(X))
+        return m.cpu().numpy(), v.cpu().numpy()
+
+
+__all__ = ["SMGP", "gaussian_expected_log_lik", "mixture_inner"]

@@ -76,4 +76,4 @@ class SVHGP(MixturePredictive, SVGP):
 
     def _predictive_mixture(self, X, cache):
         m, v = self._predict_f_chunk(X, cache)
-        return self.likelihood._mixture(m, v)
+        return self.likelihood.predictive_mixture(m, v)
