@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from ..config import get_config
+from .integrators import quadrature_score, score_function
 
 
 def gauss_hermite(n: int, dtype=torch.float64, device=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,6 +52,9 @@ class Likelihood(nn.Module):
     task: str = "regression"
     #: location-scale family in y: targets may be standardised before fitting
     scale_family: bool = False
+    #: ``log_prob`` is torch code that autograd can differentiate in ``f``; False makes
+    #: the expectations use the score-function integrators (``likelihoods.integrators``)
+    differentiable: bool | None = True
 
     # -- what a user writes --------------------------------------------------------
     def log_prob(self, y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
@@ -100,13 +104,26 @@ class Likelihood(nn.Module):
     ) -> torch.Tensor:
         """``E_{q(f_n)}[log p(y_n | f_n)]`` per point, shape ``(N,)``.
 
-        Gauss-Hermite for one latent, Monte Carlo (reparameterised) otherwise.
+        Gauss-Hermite for one latent, Monte Carlo (reparameterised) otherwise; for a
+        likelihood that is not ``differentiable``, the score-function identity under the
+        same quadrature (one latent) or the Monte Carlo score-function estimator with
+        control variates (several), so any model can train with it.
         """
+        if not self.differentiable:
+            return self._score_expected_log_prob(y, mean, var)
         if self.latent_dim == 1:
             f, w = self._gh_points(mean, var)
             return (w * self.log_prob(y, f)).sum(0)
         f = self._mc_points(mean, var)
         return self.log_prob(y, f).mean(0)
+
+    def _score_expected_log_prob(self, y, mean, var):
+        if self.latent_dim == 1:
+            x, w = gauss_hermite(get_config().num_gauss_hermite, mean.dtype, mean.device)
+            return quadrature_score(lambda f: self.log_prob(y, f), mean, var, x, w)
+        S = get_config().num_mc_samples
+        eps = torch.randn((S,) + tuple(mean.shape), dtype=mean.dtype, device=mean.device)
+        return score_function(lambda f: self.log_prob(y, f), mean, var, eps)
 
     def predictive_log_density(
         self, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, num_samples: int = 1000
@@ -164,21 +181,62 @@ class Likelihood(nn.Module):
 class CallableLikelihood(Likelihood):
     """Wrap a plain function ``fn(y, f) -> log p(y | f)`` as a likelihood.
 
-    The function receives torch tensors; ``latent_dim`` says how many latent values
-    each observation depends on.  It is integrated numerically like any other.
+    ``latent_dim`` says how many latent values each observation depends on.  The
+    function may be torch code or numpy code (a simulator, anything that can only be
+    evaluated): at its first call with real arguments (never with made-up ones) it is
+    tried on torch tensors; if that fails or gives no autograd graph, it is treated as a
+    black box: evaluated on numpy arrays when torch inputs fail, and
+    ``differentiable = False``, so expectations use the score-function integrators.
+    ``differentiable`` may also be given to skip the inspection.
     """
 
-    def __init__(self, fn: Callable, latent_dim: int = 1, task: str = "regression") -> None:
+    def __init__(
+        self,
+        fn: Callable,
+        latent_dim: int = 1,
+        task: str = "regression",
+        differentiable: bool | None = None,
+    ) -> None:
         super().__init__()
         self.fn = fn
         self.latent_dim = int(latent_dim)
         self.task = task
+        self.differentiable = differentiable
+        #: None until the first call: whether ``fn`` is evaluated on numpy arrays
+        self.evaluates_numpy: bool | None = None
+
+    def inspect(self, y: torch.Tensor, f: torch.Tensor) -> bool:
+        """Find out, once, with the real arguments ``y`` and ``f``, how ``fn`` evaluates;
+        returns :attr:`differentiable`."""
+        if self.evaluates_numpy is None:
+            fg = f.detach().clone().requires_grad_(True)
+            try:
+                with torch.enable_grad():
+                    out = self.fn(y, fg)
+                graph = isinstance(out, torch.Tensor) and out.requires_grad
+                torch_ok = isinstance(out, torch.Tensor)
+            except Exception:  # noqa: BLE001 -- any failure means "not torch code"
+                graph = torch_ok = False
+            self.evaluates_numpy = not torch_ok
+            if self.differentiable is None:
+                self.differentiable = graph
+        return bool(self.differentiable)
 
     def log_prob(self, y, f):
+        if self.evaluates_numpy is None:
+            self.inspect(y, f)
+        if self.evaluates_numpy:
+            out = self.fn(y.detach().cpu().numpy(), f.detach().cpu().numpy())
+            return torch.as_tensor(np.asarray(out, dtype=np.float64), device=f.device).to(f.dtype)
         out = self.fn(y, f)
         if not isinstance(out, torch.Tensor):
             out = torch.as_tensor(np.asarray(out), dtype=f.dtype, device=f.device)
         return out
+
+    def expected_log_prob(self, y, mean, var):
+        if self.differentiable is None:
+            self.inspect(y, mean[None])
+        return super().expected_log_prob(y, mean, var)
 
     def to_config(self):
         raise ValueError(
@@ -218,6 +276,7 @@ def likelihood_from_name(name: str | Likelihood | Callable | None, **kwargs) -> 
             log_prob,
             latent_dim=getattr(name, "latent_dim", 1),
             task=getattr(name, "task", "regression"),
+            differentiable=getattr(name, "differentiable", None),
         )
     if callable(name) and not isinstance(name, str):
         return CallableLikelihood(name)

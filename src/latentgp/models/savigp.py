@@ -45,7 +45,7 @@ from ..inducing import (
     initial_inducing,
 )
 from ..kernels import Kernel
-from ..likelihoods import CallableLikelihood, Likelihood
+from ..likelihoods import CallableLikelihood, Likelihood, integrators
 from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
 from ..validation import check_positive_int, check_targets, keyword_only_after_first
@@ -214,8 +214,6 @@ class SAVIGP(InducingInputs, GPModel):
         self.init_cov_scale = float(init_cov_scale)
         self.num_data: int | None = None
         self._sample_seed = 0
-        self._numpy_likelihood: bool | None = None
-        self._resolved: str | None = None
 
     # ----------------------------------------------------------------- config --
     @property
@@ -256,27 +254,17 @@ class SAVIGP(InducingInputs, GPModel):
         batch = N if (self.dense or self.parameterization == "lambda") else min(N, 1024)
         return {"optimizer": "adam", "lr": 0.01, "batch_size": batch, "max_steps": 1000}
 
-    def resolved_estimator(self) -> str:
-        """The gradient estimator in use (``estimator=None`` resolved)."""
+    def resolved_estimator(self) -> str | None:
+        """The gradient estimator in use: ``estimator`` if given, else ``"reparam"`` for a
+        differentiable likelihood and ``"score"`` otherwise.  For a plain function that is
+        decided at its first evaluation on real data (the first training batch); until
+        then None."""
         if self.estimator is not None:
             return self.estimator
-        if getattr(self.likelihood, "differentiable", True) is False:
-            return "score"
-        if isinstance(self.likelihood, CallableLikelihood):
-            if self._resolved is None:
-                self._resolved = "reparam" if self._callable_is_torch_differentiable() else "score"
-            return self._resolved
-        return "reparam"
-
-    def _callable_is_torch_differentiable(self) -> bool:
-        Q = self.num_latent
-        f = torch.zeros((3, 2) if Q == 1 else (3, 2, Q), dtype=self.dtype_, requires_grad=True)
-        y = torch.zeros(2, dtype=self.dtype_)
-        try:
-            out = self.likelihood.fn(y, f)
-        except Exception:  # noqa: BLE001 -- any failure means "not torch code"
-            return False
-        return isinstance(out, torch.Tensor) and out.requires_grad
+        differentiable = self.likelihood.differentiable
+        if differentiable is None:
+            return None
+        return "reparam" if differentiable else "score"
 
     # --------------------------------------------------------------- building --
     def _build(self, input_dim: int, output_dim: int, num_data: int | None = None) -> None:
@@ -444,91 +432,36 @@ class SAVIGP(InducingInputs, GPModel):
     def _next_draws(self, info=None) -> None:
         self._sample_seed += 1
 
-    def _eval_log_lik(self, y: torch.Tensor, f: torch.Tensor, grad: bool) -> torch.Tensor:
+    def _eval_log_lik(self, y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
         """``log p(y_n | f)`` for ``f`` ``(S, K, B, Q)``, returns ``(S, K, B)``."""
         fin = f[..., 0] if (self.likelihood.latent_dim == 1 and f.shape[-1] == 1) else f
-        lik = self.likelihood
-        if isinstance(lik, CallableLikelihood) and not grad:
-            out = self._call_black_box(y, fin)
-        elif grad:
-            out = lik.log_prob(y, fin)
-        else:
-            with torch.no_grad():
-                out = lik.log_prob(y, fin)
+        out = self.likelihood.log_prob(y, fin)
         if out.ndim == fin.ndim and out.shape[-1] == f.shape[-1] and fin.ndim == 4:
             out = out.sum(-1)  # independent outputs
         return out
-
-    def _call_black_box(self, y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-        fn = self.likelihood.fn
-        with torch.no_grad():
-            if self._numpy_likelihood is None:
-                try:
-                    out = fn(y.cpu().numpy(), f.cpu().numpy())
-                    self._numpy_likelihood = True
-                except Exception:  # noqa: BLE001 -- not numpy code: fall back to torch
-                    self._numpy_likelihood = False
-                    out = fn(y, f)
-            elif self._numpy_likelihood:
-                out = fn(y.cpu().numpy(), f.cpu().numpy())
-            else:
-                out = fn(y, f)
-        if isinstance(out, torch.Tensor):
-            return out.detach().to(dtype=self.dtype_, device=self.device_)
-        return torch.as_tensor(np.asarray(out, dtype=np.float64), device=self.device_).to(
-            self.dtype_
-        )
 
     def expected_log_lik(
         self, y: torch.Tensor, weights: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
     ) -> torch.Tensor:
         """Monte Carlo estimate of ``sum_n sum_k pi_k E_{q_k(n)}[log p(y_n | f_n)]`` (scalar)
-        from per-component marginals ``(K, B, Q)``; differentiable by the chosen estimator."""
+        from per-component marginals ``(K, B, Q)``, by the integrator of
+        :meth:`resolved_estimator` (:mod:`latentgp.likelihoods.integrators`) with this
+        step's common random numbers."""
         S = self.num_samples
         eps = self._draws((S,) + tuple(mean.shape))  # (S, K, B, Q)
-        sd = var.sqrt()
+        lik = self.likelihood
+        if self.resolved_estimator() is None:  # a plain function, first evaluation
+            f = (mean + var.sqrt() * eps).detach()
+            lik.inspect(y, f[..., 0] if (lik.latent_dim == 1 and f.shape[-1] == 1) else f)
+
+        def log_p(f):
+            return self._eval_log_lik(y, f)
+
         if self.resolved_estimator() == "reparam":
-            lp = self._eval_log_lik(y, mean + sd * eps, grad=True)  # (S, K, B)
-            return (weights * lp.mean(0).sum(-1)).sum()
-        return self._score_surrogate(y, weights, mean, var, eps)
-
-    def _score_surrogate(self, y, weights, mean, var, eps):
-        """Value: the ELL estimate.  Gradient: the score-function estimator (A.5.1-A.5.5)."""
-        f = (mean + var.sqrt() * eps).detach()
-        lik_params = [p for p in self.likelihood.parameters() if p.requires_grad]
-        lp = self._eval_log_lik(y, f, grad=bool(lik_params))  # (S, K, B)
-        L = lp.detach()[..., None]  # (S, K, B, 1)
-        with torch.no_grad():
-            v = var.detach()
-            h_b = eps / v.sqrt()  # d log q / d b
-            h_v = (eps.square() - 1.0) / (2.0 * v)  # d log q / d Sigma
-            G_b = self._cv_mean(h_b, L)
-            G_v = self._cv_mean(h_v, L)
-        w_det = weights.detach()[:, None, None]
-        local = (w_det * (G_b * mean + G_v * var)).sum()
-        ell_k = L[..., 0].mean(0).sum(-1)  # (K,)
-        value = (weights * ell_k).sum()  # gradient wrt pi: E_k[log p]
-        out = value + (local - local.detach())
-        if lp.requires_grad:  # likelihood parameters: grad_phi log p at the draws (A.5.5)
-            phi = (weights.detach()[:, None] * lp.mean(0)).sum()
-            out = out + (phi - phi.detach())
-        return out
-
-    def _cv_mean(self, h: torch.Tensor, L: torch.Tensor) -> torch.Tensor:
-        """``mean_s h_s (L_s - a_s)`` per (k, n, j) (A.5.7).
-
-        ``a = Cov(h L, h) / Var(h) = E[h^2 L] / E[h^2]`` (the score has mean zero) is
-        estimated leaving draw s out, so that ``a_s`` is independent of draw s and the
-        corrected estimator stays unbiased.
-        """
-        g = h * L
-        S = h.shape[0]
-        if not self.control_variates or S < 3:
-            return g.mean(0)
-        h2 = h.square()
-        num = (h2 * L).sum(0) - h2 * L
-        den = (h2.sum(0) - h2).clamp_min(1e-300)
-        return (h * (L - num / den)).mean(0)
+            ell = integrators.reparameterised(log_p, mean, var, eps)  # (K, B)
+        else:
+            ell = integrators.score_function(log_p, mean, var, eps, self.control_variates)
+        return (weights * ell.sum(-1)).sum()
 
     # -------------------------------------------------------------- objective --
     def _batch_parts(self, X: torch.Tensor, Lzz: torch.Tensor):
@@ -752,7 +685,7 @@ class SAVIGP(InducingInputs, GPModel):
             m, v = self._cached_marginals(xc, pcache)
             if isinstance(self.likelihood, CallableLikelihood):
                 f = self._mc_draws(m, v, self.pred_samples)  # (S, K, B, Q)
-                lp = self._eval_log_lik(yc, f, grad=False)
+                lp = self._eval_log_lik(yc, f)
                 lp = torch.logsumexp(lp, 0) - math.log(f.shape[0])  # (K, B)
             else:
                 lp = self.likelihood.predictive_log_density(yc, *self._comp_lik_args(m, v))
