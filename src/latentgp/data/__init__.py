@@ -13,7 +13,8 @@ conventions. Importing this package needs only numpy; package-shipped datasets n
 from __future__ import annotations
 
 from latentgp.data.csv import load_csv, save_csv
-from latentgp.data.loaders import DATA_HOME_ENV, UCI_NAMES, data_home, load_seismic_reference
+from latentgp.data.files import DATA_HOME_ENV, data_home
+from latentgp.data.loaders import UCI_NAMES, load_seismic_reference  # registers the built-ins
 from latentgp.data.registry import (
     TASKS,
     Dataset,
