@@ -14,7 +14,11 @@ from __future__ import annotations
 
 from latentgp.data.csv import load_csv, save_csv
 from latentgp.data.files import DATA_HOME_ENV, data_home
-from latentgp.data.loaders import UCI_NAMES, load_seismic_reference  # registers the built-ins
+from latentgp.data.loaders import (  # importing it registers the built-in datasets
+    UCI_NAMES,
+    data_home_files,
+    load_seismic_reference,
+)
 from latentgp.data.registry import (
     TASKS,
     Dataset,
@@ -50,6 +54,7 @@ __all__ = [
     "Standardizer",
     "data_assoc_mean",
     "data_home",
+    "data_home_files",
     "get_spec",
     "gp_draws",
     "gp_draws_function",

