@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gzip
-import os
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -14,17 +14,6 @@ import pytest
 from latentgp import datasets
 from latentgp.data import synthetic
 from latentgp.data.registry import Dataset
-
-
-def _data_home() -> Path:
-    """The data home of the test run (``LATENTGP_DATA``); skip when it is unavailable."""
-    env = os.environ.get("LATENTGP_DATA", "")
-    if not env:
-        pytest.skip("LATENTGP_DATA is not set; data-home tests need the benchmark data folder")
-    home = Path(env)
-    if not (home / "uci").is_dir() or not (home / "savigp").is_dir():
-        pytest.skip(f"LATENTGP_DATA={env} has no uci/ and savigp/ folders")
-    return home
 
 
 def _read_gz(path: Path, skip: int = 0) -> np.ndarray:
@@ -208,12 +197,85 @@ def test_data_modules_import_without_the_rest_of_latentgp():
         "import latentgp.datasets, latentgp.metrics\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'pandas', 'sklearn')]\n"
         "own = [m for m in sys.modules if m.startswith('latentgp.') and not m.startswith(\n"
-        "    ('latentgp.data', 'latentgp.datasets', 'latentgp.metrics', 'latentgp.kde',\n"
-        "     'latentgp.constants'))]\n"
+        "    ('latentgp.data', 'latentgp.datasets', 'latentgp.metrics', 'latentgp.columns',\n"
+        "     'latentgp.kde', 'latentgp.constants'))]\n"
         "print(heavy + own)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _imported_by(code: str) -> list[str]:
+    """The latentgp modules loaded in a fresh interpreter by ``code``."""
+    probe = code + "\nimport sys; print(sorted(m for m in sys.modules if m.startswith('latentgp')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return eval(out.stdout.strip())  # noqa: S307  (a printed list of strings)
+
+
+def test_models_never_import_data():
+    """The model stack (``import latentgp``) does not load latentgp.data; the rule both
+    share lives in latentgp.columns."""
+    assert not [m for m in _imported_by("import latentgp") if m.startswith("latentgp.data")]
+    from latentgp.columns import column_varies as below
+    from latentgp.data.standardize import column_varies as reexported
+
+    assert reexported is below
+
+
+def test_data_layers_import_downward_only():
+    """Within latentgp.data, the registry, file and generator layers load no sibling
+    above them; the loaders load only those layers."""
+    src = Path(datasets.__file__).resolve().parent
+    base = "import sys, types\n"  # empty packages: their __init__ imports everything
+    for pkg, path in (("latentgp", src), ("latentgp.data", src / "data")):
+        base += f"m = types.ModuleType({pkg!r}); m.__path__ = [{str(path)!r}]\n"
+        base += f"sys.modules[{pkg!r}] = m\n"
+    for module, allowed in [
+        ("registry", set()),
+        ("files", set()),
+        ("synthetic", set()),
+        ("csv", set()),
+        ("loaders", {"registry", "files", "synthetic"}),
+        ("standardize", {"registry"}),
+    ]:
+        mods = _imported_by(base + f"import latentgp.data.{module}")
+        siblings = {m.split(".")[2] for m in mods if m.startswith("latentgp.data.")} - {module}
+        assert siblings <= allowed, (module, siblings - allowed)
+
+
+# Fingerprints (sha256 prefixes of X_train, y_train, X_test, y_test bytes and of the
+# description) of the loaders before they became one generic loader over a spec table.
+FINGERPRINTS = {
+    ("snelson", 1): (
+        "6e5a9d0858a9458f 7d82bec7cab0d71c e913f9fb38c2abfc 9eb8f509c1f23a85",
+        "e6e6c0fe2900e0ed",
+    ),
+    ("uci/housing", 3): (
+        "51da2cfb8c5b0657 7a613e10d964d843 434f848d86f5bb1a 53613c2395c6b94c",
+        "1e3c01ed89dcfd68",
+    ),
+    ("savigp/USPS", 2): (
+        "87a293f4a4431e4c 745fc082eee35eb5 b79688cb14783779 32e469d518843c3e",
+        "d6281233da1aad69",
+    ),
+    ("savigp/sarcos", 1): (
+        "8fed39acb918e8e9 025f63ddb5bc3f11 bb25b0c6385a6dab 35f2e7586b50bf92",
+        "131eeaa7f62d1fc1",
+    ),
+}
+
+
+@pytest.mark.parametrize("name, split", list(FINGERPRINTS), ids=lambda v: str(v))
+def test_loader_output_is_bit_for_bit_unchanged(name, split, require_data):
+    require_data(name, split=split)
+    ds = datasets.load(name, split=split)
+
+    def sha(b: bytes) -> str:
+        return hashlib.sha256(b).hexdigest()[:16]
+
+    arrays = (ds.X_train, ds.y_train, ds.X_test, ds.y_test)
+    got = " ".join(sha(np.ascontiguousarray(a, dtype="<f8").tobytes()) for a in arrays)
+    assert (got, sha(ds.description.encode())) == FINGERPRINTS[name, split]
 
 
 def test_unexpected_option_rejected():
@@ -223,8 +285,8 @@ def test_unexpected_option_rejected():
 
 
 # ======================================================================== data home
-def test_uci_kin40k_masks_honoured():
-    home = _data_home()
+def test_uci_kin40k_masks_honoured(require_data):
+    home = require_data("uci/kin40k")
     data = _read_gz(home / "uci" / "kin40k" / "data.csv.gz")
     mask = _read_gz(home / "uci" / "kin40k" / "test_mask.csv.gz")
     for split in (0, 7):
@@ -238,18 +300,18 @@ def test_uci_kin40k_masks_honoured():
     assert datasets.load("kin40k").name == "uci/kin40k"
 
 
-def test_every_uci_folder_loads():
-    home = _data_home()
-    for name in datasets.UCI_NAMES:
-        if not (home / "uci" / name).is_dir():
-            continue
-        ds = datasets.load(f"uci/{name}", split=1)
-        _check_dataset(ds, "regression", None, ds.input_dim)
-        assert ds.n_test > 0
+@pytest.mark.parametrize("name", datasets.UCI_NAMES)
+def test_every_uci_folder_loads(name, require_data):
+    require_data(f"uci/{name}")
+    ds = datasets.load(f"uci/{name}", split=1)
+    _check_dataset(ds, "regression", None, ds.input_dim)
+    assert ds.n_test > 0
 
 
-def test_savigp_regression_sets():
-    home = _data_home()
+def test_savigp_regression_sets(require_data):
+    home = require_data("savigp/boston_housing", "savigp/abalone")
+    require_data("savigp/boston_housing", split=3)
+    require_data("savigp/creep", split=20)
     ds = datasets.load("savigp/boston_housing")
     assert ds.split == 1
     _check_dataset(ds, "regression", 506, 13)
@@ -264,8 +326,8 @@ def test_savigp_regression_sets():
     assert (cr.n_train, cr.n_test, cr.input_dim) == (800, 1266, 30)
 
 
-def test_savigp_wisconsin_labels():
-    home = _data_home()
+def test_savigp_wisconsin_labels(require_data):
+    home = require_data("savigp/wisconsin_cancer", split=2)
     ds = datasets.load("savigp/wisconsin_cancer", split=2)
     _check_dataset(ds, "binary", 683, 9)
     assert set(np.unique(ds.y_train)) == {0.0, 1.0}
@@ -274,8 +336,8 @@ def test_savigp_wisconsin_labels():
     assert ds.classes == [-1, 1]
 
 
-def test_savigp_usps_three_classes():
-    home = _data_home()
+def test_savigp_usps_three_classes(require_data):
+    home = require_data("savigp/USPS")
     ds = datasets.load("savigp/usps")  # case-insensitive
     _check_dataset(ds, "multiclass", 2465, 256)
     assert ds.classes == [4, 7, 9]
@@ -283,8 +345,9 @@ def test_savigp_usps_three_classes():
     np.testing.assert_array_equal(ds.y_train, np.argmax(raw[:, :3], axis=1))
 
 
-def test_savigp_mining_sarcos_seismic():
-    _data_home()
+def test_savigp_mining_sarcos_seismic(require_data):
+    require_data("savigp/mining", "savigp/seismic", files=("savigp/seismic/mcmc_results.csv.gz",))
+    require_data("savigp/sarcos", split=2)
     mining = datasets.load("savigp/mining")
     _check_dataset(mining, "count", 811, 1)
     assert mining.X_test.shape == (0, 1) and mining.y_test.shape == (0,)

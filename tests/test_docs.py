@@ -55,6 +55,16 @@ def doc_pages() -> list[pathlib.Path]:
 
 PAGES_WITH_CODE = [p for p in doc_pages() if python_blocks(p.read_text(encoding="utf-8"))]
 
+# ``datasets.load("uci/autompg", split=3)`` in an example: the page needs that data-home file
+_LOAD = re.compile(r"datasets\.load\(\s*[\"']([^\"']+)[\"'](?:\s*,\s*(?:split\s*=\s*)?(\d+))?")
+
+
+def data_home_needs(code: str) -> list[tuple[str, int | None]]:
+    """``(name, split)`` of every ``datasets.load`` call with literal arguments in ``code``."""
+    return [
+        (m.group(1), None if m.group(2) is None else int(m.group(2))) for m in _LOAD.finditer(code)
+    ]
+
 
 def _mkdocs() -> list[str]:
     exe = pathlib.Path(sys.executable).with_name("mkdocs")
@@ -180,7 +190,10 @@ def test_mkdocs_build_strict(tmp_path):
 @pytest.mark.parametrize(
     "page", PAGES_WITH_CODE, ids=[p.relative_to(DOCS).as_posix() for p in PAGES_WITH_CODE]
 )
-def test_docs_examples_run(page, tmp_path, monkeypatch):
+def test_docs_examples_run(page, tmp_path, monkeypatch, require_data):
+    blocks = python_blocks(page.read_text(encoding="utf-8"))
+    for name, split in data_home_needs("\n".join(blocks)):
+        require_data(name, split=split)  # skips without the benchmark files
     try:
         import matplotlib
 
@@ -194,7 +207,7 @@ def test_docs_examples_run(page, tmp_path, monkeypatch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small examples: one thread is faster on a shared machine
     try:
-        for i, block in enumerate(python_blocks(page.read_text(encoding="utf-8"))):
+        for i, block in enumerate(blocks):
             code = compile(block, f"{page.relative_to(DOCS)}[block {i + 1}]", "exec")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -37,7 +37,8 @@ def test_boston_gp_beats_linear_model(boston):
         assert nlpd < 0.5  # a linear-Gaussian fit is around 0.6-0.7 on standardised targets
 
 
-def test_savigp_boston_split_trains(boston):
+def test_savigp_boston_split_trains(require_data):
+    require_data("savigp/boston_housing", split=1)
     ds = lg.datasets.load("savigp/boston_housing", split=1)
     assert ds.X_train.shape == (300, 13)
     m = lg.SVGP(num_inducing=50).fit(

@@ -172,7 +172,8 @@ def test_persistent_failure_raises_with_finite_parameters():
 
 # ------------------------------------------------------------------------ float32
 @pytest.mark.parametrize("name", ["housing", "concrete"])
-def test_float32_trains_on_benchmark_data_without_pd_failure(name):
+def test_float32_trains_on_benchmark_data_without_pd_failure(name, require_data):
+    require_data(name, split=0)
     ds = lg.datasets.load(name, split=0)
     Xtr = (ds.X_train - ds.X_train.mean(0)) / ds.X_train.std(0)
     Xte = (ds.X_test - ds.X_train.mean(0)) / ds.X_train.std(0)

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from .columns import column_varies
 from .constants import LOG_2PI as LOG_2PI  # re-exported for older imports
-from .data.standardize import column_varies
 
 
 def softplus(raw: torch.Tensor, lower: float = 0.0) -> torch.Tensor:
@@ -57,7 +57,7 @@ def spread_unit(sd: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.T
     it is constant (or ``sd`` is not finite).
 
     Constancy is read from the column's range ``[lo, hi]``
-    (:func:`latentgp.data.standardize.column_varies`, the rule the data ``Standardizer``
+    (:func:`latentgp.columns.column_varies`, the rule the data ``Standardizer``
     uses too): a round-off deviation taken for a spread gave a constant column of
     keggdirected split 2 a unit of ~1e-20, so that any unseen value of it sent the
     prediction to the prior.

@@ -13,7 +13,12 @@ conventions. Importing this package needs only numpy; package-shipped datasets n
 from __future__ import annotations
 
 from latentgp.data.csv import load_csv, save_csv
-from latentgp.data.loaders import DATA_HOME_ENV, UCI_NAMES, data_home, load_seismic_reference
+from latentgp.data.files import DATA_HOME_ENV, data_home
+from latentgp.data.loaders import (  # importing it registers the built-in datasets
+    UCI_NAMES,
+    data_home_files,
+    load_seismic_reference,
+)
 from latentgp.data.registry import (
     TASKS,
     Dataset,
@@ -49,6 +54,7 @@ __all__ = [
     "Standardizer",
     "data_assoc_mean",
     "data_home",
+    "data_home_files",
     "get_spec",
     "gp_draws",
     "gp_draws_function",

@@ -2,8 +2,8 @@
 
 Every named dataset is described by a :class:`DatasetSpec` (its task, where it comes from,
 which split numbers are valid) and a loader function. The concrete datasets are registered
-in :mod:`latentgp.data.loaders`; this module only holds the machinery and has no dependency
-beyond numpy.
+by :mod:`latentgp.data.loaders`, which :mod:`latentgp.data` imports; this module only holds
+the machinery, imports nothing else of latentgp and needs nothing beyond numpy.
 
 Split conventions
 -----------------
@@ -35,6 +35,7 @@ __all__ = [
     "Dataset",
     "DatasetSpec",
     "register",
+    "register_family",
     "load",
     "list_datasets",
     "get_spec",
@@ -282,7 +283,7 @@ def _describe_range(splits: Sequence[int]) -> str:
 
 _REGISTRY: dict[str, DatasetSpec] = {}
 _ALIASES: dict[str, str] = {}
-_LOADED_BUILTINS = False
+_FAMILIES: dict[str, Callable[[str], DatasetSpec]] = {}
 
 
 def register(spec: DatasetSpec, overwrite: bool = False) -> DatasetSpec:
@@ -322,11 +323,18 @@ def register(spec: DatasetSpec, overwrite: bool = False) -> DatasetSpec:
     return spec
 
 
-def _ensure_builtins() -> None:
-    global _LOADED_BUILTINS
-    if not _LOADED_BUILTINS:
-        _LOADED_BUILTINS = True
-        from latentgp.data import loaders  # noqa: F401  (registers the built-in datasets)
+def register_family(prefix: str, make_spec: Callable[[str], DatasetSpec]) -> None:
+    """Resolve every unregistered name ``prefix + rest`` to ``make_spec(rest)``.
+
+    Parameters
+    ----------
+    prefix : str
+        Lower-case name prefix, e.g. ``"uci/"`` for data-home folders with the UCI layout.
+    make_spec : callable
+        ``make_spec(rest) -> DatasetSpec`` for the non-empty remainder of the name (as
+        the caller spelled it, stripped); it raises ``ValueError`` for an invalid one.
+    """
+    _FAMILIES[prefix.lower()] = make_spec
 
 
 def _all_names() -> list[str]:
@@ -341,7 +349,6 @@ def get_spec(name: str) -> DatasetSpec:
     ValueError
         For an unknown name; the message lists close matches.
     """
-    _ensure_builtins()
     if not isinstance(name, str):
         raise ValueError(f"dataset name must be a string, got {name!r}")
     key = name.strip().lower()
@@ -349,11 +356,10 @@ def get_spec(name: str) -> DatasetSpec:
         return _REGISTRY[key]
     if key in _ALIASES:
         return _REGISTRY[_ALIASES[key]]
-    # Generic data-home folders: "uci/<folder>" with the UCI layout.
-    if key.startswith("uci/") and len(key) > 4:
-        from latentgp.data.loaders import generic_uci_spec
-
-        return generic_uci_spec(name.strip()[4:])
+    # Families of unregistered names, e.g. data-home folders "uci/<folder>".
+    for prefix, make_spec in _FAMILIES.items():
+        if key.startswith(prefix) and len(key) > len(prefix):
+            return make_spec(name.strip()[len(prefix) :])
     candidates = {n.lower(): n for n in _all_names()}
     close = difflib.get_close_matches(key, list(candidates), n=5, cutoff=0.5)
     # Also match on the part after a "uci/" or "savigp/" prefix.
@@ -425,7 +431,6 @@ def list_datasets() -> list[dict]:
         splits), ``split_kind`` (``"fixed"``, ``"random"`` or ``"none"``), ``splits``
         (the split numbers to iterate over) and ``aliases``.
     """
-    _ensure_builtins()
     return [
         {
             "name": spec.name,

@@ -15,24 +15,12 @@ import dataclasses
 
 import numpy as np
 
+from latentgp.columns import CONSTANT_RTOL, column_varies
 from latentgp.data.registry import Dataset
 
+# column_varies and CONSTANT_RTOL live in latentgp.columns (the models use them too and
+# never import latentgp.data); re-exported here for the import path they had.
 __all__ = ["Standardizer", "standardize", "column_varies", "CONSTANT_RTOL"]
-
-#: a column whose range ``max - min`` is at most this fraction of its magnitude is
-#: constant (exactly, or up to a few units in the last place of its values)
-CONSTANT_RTOL = 1e-12
-
-
-def column_varies(lo, hi):
-    """Whether columns with minima ``lo`` and maxima ``hi`` (numpy or torch arrays) vary.
-
-    Constancy is read from the range, not from the standard deviation: the computed
-    deviation of a constant column is the summation error of its mean (3.4e-21 for
-    43,944 copies of -2.048e-05 in numpy, 6.8e-21 in torch), which a test on ``sd > 0``
-    takes for a spread; the range involves no summation and is exactly 0.
-    """
-    return (hi - lo) > CONSTANT_RTOL * (abs(lo) + abs(hi))
 
 
 class Standardizer:
