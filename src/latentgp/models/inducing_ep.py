@@ -16,11 +16,10 @@ from typing import Any
 
 import torch
 
-from ..inducing import check_inducing_init, inducing_inputs_arg, initial_inducing
+from ..inducing import initial_inducing
 from ..kernels import Kernel
 from ..likelihoods import Bernoulli, likelihood_from_name
 from ..linalg import cholesky
-from ..validation import check_positive_int
 from ..variational import predictive_cache
 from .base import GPModel
 from .inducing_inputs import InducingInputs
@@ -58,20 +57,11 @@ class InducingEPClassifier(InducingInputs, GPModel):
                 f"got {likelihood!r}"
             )
         super().__init__(kernel, lik, False, device, dtype)
-        self._init_Z = inducing_inputs_arg(Z, self.dtype_, batched=False)
-        if self._init_Z is not None:
-            num_inducing = self._init_Z.shape[0]
-        self.num_inducing = check_positive_int(num_inducing, "num_inducing")
-        check_inducing_init(inducing_init)
-        self.learn_inducing, self.inducing_init = bool(learn_inducing), inducing_init
+        self._store_inducing_args(num_inducing, Z, learn_inducing, inducing_init, batched=False)
 
     def get_config(self) -> dict[str, Any]:
         cfg = super().get_config()
-        cfg.update(
-            num_inducing=self.num_inducing,
-            learn_inducing=self.learn_inducing,
-            inducing_init=self.inducing_init,
-        )
+        cfg.update(self.inducing_config())
         return cfg
 
     # ------------------------------------------------------------------ building --

@@ -25,9 +25,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..inducing import inducing_inputs_arg
+from ..inducing import INIT_METHODS, check_inducing_init, inducing_inputs_arg
 from ..linalg import cholesky
 from ..parameters import column_unit
+from ..validation import check_positive_int
 from ..variational import PredictiveCache, cached_marginals, conditional_covariance
 
 
@@ -36,6 +37,48 @@ class InducingInputs:
 
     Z_raw: torch.Tensor
     input_unit: torch.Tensor
+    num_inducing: int | None
+    learn_inducing: bool
+    inducing_init: str
+    _init_Z: torch.Tensor | None
+
+    def _store_inducing_args(
+        self,
+        num_inducing: int | None,
+        Z: Any,
+        learn_inducing: bool,
+        inducing_init: str,
+        *,
+        batched: bool = True,
+        inits: tuple[str, ...] = INIT_METHODS,
+        required: bool = True,
+    ) -> bool | None:
+        """Check and keep the inducing-point arguments every such model takes:
+        ``num_inducing`` (None allowed unless ``required``: the model derives M later),
+        initial ``Z``
+        (``(M, D)``, or ``(Q, M, D)`` if ``batched``; it fixes M), ``learn_inducing`` and
+        ``inducing_init`` (one of ``inits``).  Returns whether a given Z is shared by the
+        latents (2-D), None when no Z was given."""
+        dtype = self.dtype_  # type: ignore[attr-defined]
+        self._init_Z = inducing_inputs_arg(Z, dtype, batched=batched)
+        shared = None
+        if self._init_Z is not None:
+            shared = self._init_Z.ndim == 2
+            num_inducing = self._init_Z.shape[-2]
+        if num_inducing is not None or required:
+            num_inducing = check_positive_int(num_inducing, "num_inducing")
+        self.num_inducing = num_inducing
+        self.learn_inducing = bool(learn_inducing)
+        self.inducing_init = check_inducing_init(inducing_init, inits)
+        return shared
+
+    def inducing_config(self) -> dict[str, Any]:
+        """The inducing-point arguments as a model file records them."""
+        return {
+            "num_inducing": self.num_inducing,
+            "learn_inducing": self.learn_inducing,
+            "inducing_init": self.inducing_init,
+        }
 
     def _build_inducing(
         self, shape: tuple[int, ...], learn: bool = True, fixed: bool = False

@@ -39,9 +39,7 @@ import torch
 from torch import nn
 
 from ..inducing import (
-    check_inducing_init,
     check_inducing_sizes,
-    inducing_inputs_arg,
     initial_inducing,
 )
 from ..kernels import Kernel
@@ -184,19 +182,13 @@ class SAVIGP(InducingInputs, GPModel):
         self.dense = bool(dense)
         if Z is not None and self.dense:
             raise ValueError("Z cannot be given with dense=True (Z is the training inputs)")
-        self._init_Z = inducing_inputs_arg(Z, self.dtype_)
-        if self._init_Z is not None:
-            shared_inducing = self._init_Z.ndim == 2
-            num_inducing = self._init_Z.shape[-2]
-        if num_inducing is not None:
-            num_inducing = check_positive_int(num_inducing, "num_inducing")
-        elif sparsity is None and not self.dense and Z is None:
+        if num_inducing is None and sparsity is None and not self.dense and Z is None:
             num_inducing = 128
-        self.num_inducing = num_inducing
-        check_inducing_init(inducing_init, ("kmeans", "random"))
-        self.inducing_init = inducing_init
-        self.shared_inducing = bool(shared_inducing) or self.dense
-        self.learn_inducing = bool(learn_inducing) and not self.dense
+        learn = bool(learn_inducing) and not self.dense
+        shared = self._store_inducing_args(
+            num_inducing, Z, learn, inducing_init, inits=("kmeans", "random"), required=False
+        )
+        self.shared_inducing = (bool(shared_inducing) if shared is None else shared) or self.dense
         self.learn_hyperparameters = bool(learn_hyperparameters)
         self._num_latent_arg = (
             None if num_latent is None else check_positive_int(num_latent, "num_latent")

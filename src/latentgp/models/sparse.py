@@ -52,9 +52,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..constants import LOG_2PI
 from ..inducing import (
-    check_inducing_init,
     check_inducing_sizes,
-    inducing_inputs_arg,
     initial_inducing,
 )
 from ..kernels import Kernel
@@ -134,12 +132,7 @@ class SparseGP(InducingInputs, GPModel):
                 f"SparseGP ({self.method}) needs a Gaussian likelihood, got "
                 f"{type(self.likelihood).__name__}: use SVGP for other likelihoods"
             )
-        self._init_Z = inducing_inputs_arg(Z, self.dtype_, batched=False)
-        if self._init_Z is not None:
-            num_inducing = self._init_Z.shape[0]
-        self.num_inducing = check_positive_int(num_inducing, "num_inducing")
-        check_inducing_init(inducing_init)
-        self.learn_inducing, self.inducing_init = bool(learn_inducing), inducing_init
+        self._store_inducing_args(num_inducing, Z, learn_inducing, inducing_init, batched=False)
         self.chunk_size = (
             None if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
         )
@@ -147,13 +140,7 @@ class SparseGP(InducingInputs, GPModel):
     # ------------------------------------------------------------------ building --
     def get_config(self) -> dict[str, Any]:
         cfg = super().get_config()
-        cfg.update(
-            method=self.method,
-            num_inducing=self.num_inducing,
-            learn_inducing=self.learn_inducing,
-            inducing_init=self.inducing_init,
-            chunk_size=self.chunk_size,
-        )
+        cfg.update(self.inducing_config(), method=self.method, chunk_size=self.chunk_size)
         return cfg
 
     def _build(self, input_dim: int, output_dim: int) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..inducing import (
-    check_inducing_init,
     check_inducing_sizes,
-    inducing_inputs_arg,
     initial_inducing,
 )
 from ..kernels import Kernel
@@ -68,20 +66,14 @@ class SVGP(InducingInputs, GPModel):
         dtype=None,
     ) -> None:
         super().__init__(kernel, likelihood, normalize_y, device, dtype)
-        self._init_Z = inducing_inputs_arg(Z, self.dtype_)
-        if self._init_Z is not None:
-            shared_inducing = self._init_Z.ndim == 2
-            num_inducing = self._init_Z.shape[-2]
-        self.num_inducing = check_positive_int(num_inducing, "num_inducing")
+        shared = self._store_inducing_args(num_inducing, Z, learn_inducing, inducing_init)
         if covariance not in ("full", "diag"):
             raise ValueError(f"covariance must be 'full' or 'diag', got {covariance!r}")
-        check_inducing_init(inducing_init)
         self._num_latent_arg = (
             None if num_latent is None else check_positive_int(num_latent, "num_latent")
         )
-        self.shared_inducing = bool(shared_inducing)
+        self.shared_inducing = bool(shared_inducing) if shared is None else shared
         self.covariance, self.whiten = covariance, bool(whiten)
-        self.learn_inducing, self.inducing_init = bool(learn_inducing), inducing_init
 
     @property
     def num_latent(self) -> int:
@@ -92,13 +84,11 @@ class SVGP(InducingInputs, GPModel):
     def get_config(self):
         cfg = super().get_config()
         cfg.update(
-            num_inducing=self.num_inducing,
+            self.inducing_config(),
             num_latent=self._num_latent_arg,
             shared_inducing=self.shared_inducing,
             covariance=self.covariance,
             whiten=self.whiten,
-            learn_inducing=self.learn_inducing,
-            inducing_init=self.inducing_init,
         )
         return cfg
 

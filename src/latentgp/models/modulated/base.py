@@ -41,7 +41,22 @@ class MixturePredictive:
     """
 
     def _predictive_mixture(self, X: torch.Tensor, cache: Any):
-        raise NotImplementedError
+        """The mixture at a chunk: the likelihood's predictive mixture of the latent
+        marginals (models whose predictive is not of that form override this)."""
+        return self.likelihood.predictive_mixture(*self._predict_f_chunk(X, cache))
+
+    def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Marginals ``(N, Q)`` of every latent GP at ``X``, in the model's internal
+        (scaled) units."""
+        self._require_built()
+        m, v = self._latent_raw(self._check_X(X))
+        return m.cpu().numpy(), v.cpu().numpy()
+
+    def predict_f(self, X: Any, chunk_size: int | None = None, as_numpy: bool = True):
+        raise NotImplementedError(
+            f"{type(self).__name__} is not 'one latent + likelihood'; use predict_latent "
+            "(marginals of every latent GP) or predict_y / predict_density"
+        )
 
     def _mixture(self, Xt: torch.Tensor, chunk_size: int | None = None):
         """Mixture of all rows of ``Xt``, in original units: three ``(N, K)`` tensors."""
@@ -223,25 +238,11 @@ class ModulatedGP(InducingInputs, MixturePredictive, GPModel):
         mean, var = gaussian_marginals(self.q, self.kernel(self.Z, X), self.kernel.diag(X), Lzz)
         return mean.mT, var.mT
 
-    def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Marginals ``(N, Q)`` of the Q GPs in the model's internal (scaled) units."""
-        self._require_built()
-        Xt = self._check_X(X)
-        with torch.no_grad():
-            m, v = self.latent_marginals(Xt, self.prediction_cache())
-        return m.cpu().numpy(), v.cpu().numpy()
-
     def _compute_cache(self):
         return self.prior_factor()
 
     def _predict_f_chunk(self, X, Lzz):
         return self.latent_marginals(X, Lzz)
-
-    def predict_f(self, X, chunk_size=None, as_numpy=True):
-        raise NotImplementedError(
-            f"{type(self).__name__} is not 'one latent + likelihood'; use predict_latent "
-            "(marginals of every GP) or predict_y / predict_density"
-        )
 
     def get_config(self):
         cfg = GPModel.get_config(self)

@@ -149,20 +149,7 @@ class SHGP(MixturePredictive, SVGP):
         """The prior mean mu0 of w."""
         return self.likelihood.w_mean
 
-    def predict_f(self, X, chunk_size=None, as_numpy=True):
-        raise NotImplementedError(
-            "SHGP is not 'one latent + likelihood': y = exp(w) f, so f has no units of its "
-            "own; use predict_latent (marginals of f and g) or predict_y / predict_density"
-        )
 
-    def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Marginals ``(N, 2)`` of f and g in the model's internal (scaled) units."""
-        self._require_built()
-        m, v = self._latent_raw(self._check_X(X))
-        return m.cpu().numpy(), v.cpu().numpy()
-
-    def _predictive_mixture(self, X, cache):
-        return self.likelihood.predictive_mixture(*self._predict_f_chunk(X, cache))
 
     def noise_std(self, X, chunk_size=None) -> np.ndarray:
         """Posterior-mean noise standard deviation sqrt(c) E[e^w] at ``X``, original units."""

@@ -26,6 +26,7 @@ draws this is an equal-weight Gaussian mixture (``num_predict_samples``, fixed g
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -297,7 +298,18 @@ class SLGP(ModulatedGP):
         return self._squeeze(y).cpu().numpy()
 
     def predict_latent(self, X: Any):
-        """Prior and posterior-free summaries at ``X``: mean and variance of p(w|x) ``(N, Dw)``."""
+        """Deprecated name of :meth:`predict_latent_input` (``predict_latent`` means the
+        marginals of the latent GPs in the other modulated models)."""
+        warnings.warn(
+            "SLGP.predict_latent is deprecated: it is predict_latent_input (the prior "
+            "p(w | x) of the latent input)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.predict_latent_input(X)
+
+    def predict_latent_input(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance ``(N, Dw)`` of the prior p(w | x) of the latent input."""
         self._require_built()
         with torch.no_grad():
             mu, var = self._w_prior(self._check_X(X))

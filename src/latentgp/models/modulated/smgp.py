@@ -178,20 +178,7 @@ class SMGP(MixturePredictive, SVGP):
         (pi,) = chunked(gates, self._check_X(X), rows=self._rows_per_chunk(None))
         return pi.cpu().numpy()
 
-    def _predictive_mixture(self, X, cache):
-        return self.likelihood.predictive_mixture(*self._predict_f_chunk(X, cache))
 
-    def predict_f(self, X, chunk_size=None, as_numpy=True):
-        raise NotImplementedError(
-            "SMGP is not 'one latent + likelihood': use predict_latent (marginals of every "
-            "GP) or predict_y / predict_density"
-        )
-
-    def predict_latent(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Marginals ``(N, 2T)`` of the experts and gates in internal (scaled) units."""
-        self._require_built()
-        m, v = self._latent_raw(self._check_X(X))
-        return m.cpu().numpy(), v.cpu().numpy()
 
 
 __all__ = ["SMGP", "gaussian_expected_log_lik", "mixture_inner"]

@@ -73,7 +73,3 @@ class SVHGP(MixturePredictive, SVGP):
         cfg = super().get_config()
         cfg.pop("num_latent", None)
         return cfg
-
-    def _predictive_mixture(self, X, cache):
-        m, v = self._predict_f_chunk(X, cache)
-        return self.likelihood.predictive_mixture(m, v)
