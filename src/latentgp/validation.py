@@ -159,6 +159,14 @@ def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``choices``, else a ``ValueError`` listing them."""
+    if value not in choices:
+        names = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+        raise ValueError(f"{name} must be {names}, got {value!r}")
+    return value
+
+
 def check_positive_float(value: Any, name: str) -> float:
     """A finite float > 0."""
     try:

@@ -99,7 +99,11 @@ class GPModel(nn.Module):
 
     @property
     def num_latent(self) -> int:
-        """Number of latent functions Q."""
+        """Number of latent functions Q: the ``num_latent`` argument of models that take
+        one, else the likelihood's latent dimension, else the number of target columns."""
+        given = getattr(self, "_num_latent_arg", None)
+        if given is not None:
+            return given
         if self.likelihood.latent_dim > 1:
             return self.likelihood.latent_dim
         return self.output_dim or 1

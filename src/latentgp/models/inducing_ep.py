@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from ..inducing import initial_inducing
 from ..kernels import Kernel
 from ..likelihoods import Bernoulli, likelihood_from_name
 from ..linalg import cholesky
@@ -87,14 +86,8 @@ class InducingEPClassifier(InducingInputs, GPModel):
 
     def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         super()._init_from_data(X, y)
+        self._place_inducing(X)
         with torch.no_grad():
-            if self._init_Z is not None:
-                Z = self._init_Z.to(self.Z)
-            else:
-                kern = self.kernel if self.inducing_init == "greedy" else None
-                Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
-            self._set_input_unit(X)
-            self.Z = Z
             # q = prior until EP has run: mu = 0, Sigma = K.
             L, _ = cholesky(self.kernel(self.Z), "Kzz")
             self.q_mean.zero_()

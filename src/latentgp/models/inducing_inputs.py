@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..inducing import INIT_METHODS, check_inducing_init, inducing_inputs_arg
+from ..inducing import INIT_METHODS, check_inducing_init, inducing_inputs_arg, initial_inducing
 from ..linalg import cholesky
 from ..parameters import column_unit
 from ..validation import check_positive_int
@@ -71,6 +71,22 @@ class InducingInputs:
         self.learn_inducing = bool(learn_inducing)
         self.inducing_init = check_inducing_init(inducing_init, inits)
         return shared
+
+    def _place_inducing(self, X: torch.Tensor, greedy_kernel: Any = None) -> None:
+        """Measure the input unit on ``X`` ``(N, D)`` and set Z: the given initial Z, or
+        ``num_inducing`` points picked from ``X`` by ``inducing_init`` (``"greedy"``
+        selects by the variance that ``greedy_kernel``, default the model's kernel,
+        leaves unexplained)."""
+        with torch.no_grad():
+            if self._init_Z is not None:
+                Z = self._init_Z.to(self.Z_raw)
+            else:
+                kern = None
+                if self.inducing_init == "greedy":
+                    kern = self.kernel if greedy_kernel is None else greedy_kernel  # type: ignore[attr-defined]
+                Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
+            self._set_input_unit(X)
+            self.Z = Z
 
     def inducing_config(self) -> dict[str, Any]:
         """The inducing-point arguments as a model file records them."""

@@ -46,7 +46,7 @@ from ..kernels import Kernel
 from ..likelihoods import CallableLikelihood, Likelihood, integrators
 from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
-from ..validation import check_positive_int, check_targets, keyword_only_after_first
+from ..validation import check_choice, check_positive_int, check_targets, keyword_only_after_first
 from ..variational import (
     PredictiveCache,
     cached_marginals,
@@ -153,8 +153,7 @@ class SAVIGP(InducingInputs, GPModel):
             num_components, covariance = parse_posterior(posterior)
         self.posterior = posterior
         self.num_components = check_positive_int(num_components, "num_components")
-        if covariance not in ("full", "diag"):
-            raise ValueError(f"covariance must be 'full' or 'diag', got {covariance!r}")
+        check_choice(covariance, "covariance", ("full", "diag"))
         self.covariance = covariance
         if parameterization not in ("cholesky", "lambda"):
             raise ValueError(
@@ -208,12 +207,6 @@ class SAVIGP(InducingInputs, GPModel):
         self._sample_seed = 0
 
     # ----------------------------------------------------------------- config --
-    @property
-    def num_latent(self) -> int:
-        if self._num_latent_arg is not None:
-            return self._num_latent_arg
-        return super().num_latent
-
     def get_config(self):
         cfg = super().get_config()
         cfg.update(

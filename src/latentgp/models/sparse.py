@@ -53,7 +53,6 @@ from torch.utils.checkpoint import checkpoint
 from ..constants import LOG_2PI
 from ..inducing import (
     check_inducing_sizes,
-    initial_inducing,
 )
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
@@ -166,14 +165,7 @@ class SparseGP(InducingInputs, GPModel):
 
     def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         super()._init_from_data(X, y)
-        with torch.no_grad():
-            if self._init_Z is not None:
-                Z = self._init_Z.to(self.Z)
-            else:
-                kern = self.kernel if self.inducing_init == "greedy" else None
-                Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
-            self._set_input_unit(X)
-            self.Z = Z
+        self._place_inducing(X)
 
     def fit(self, X, y, *, batch_size: int | None = None, **kwargs) -> SparseGP:
         """Train on all of ``X`` ``(N, D)``, ``y`` ``(N,)``/``(N, P)`` (see ``GPModel.fit``).

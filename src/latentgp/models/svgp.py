@@ -13,12 +13,11 @@ import torch
 
 from ..inducing import (
     check_inducing_sizes,
-    initial_inducing,
 )
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cholesky, solve_lower
-from ..validation import check_positive_int, keyword_only_after_first
+from ..validation import check_choice, check_positive_int, keyword_only_after_first
 from ..variational import (
     GaussianVariational,
     gaussian_marginals,
@@ -67,19 +66,12 @@ class SVGP(InducingInputs, GPModel):
     ) -> None:
         super().__init__(kernel, likelihood, normalize_y, device, dtype)
         shared = self._store_inducing_args(num_inducing, Z, learn_inducing, inducing_init)
-        if covariance not in ("full", "diag"):
-            raise ValueError(f"covariance must be 'full' or 'diag', got {covariance!r}")
+        check_choice(covariance, "covariance", ("full", "diag"))
         self._num_latent_arg = (
             None if num_latent is None else check_positive_int(num_latent, "num_latent")
         )
         self.shared_inducing = bool(shared_inducing) if shared is None else shared
         self.covariance, self.whiten = covariance, bool(whiten)
-
-    @property
-    def num_latent(self) -> int:
-        if self._num_latent_arg is not None:
-            return self._num_latent_arg
-        return super().num_latent
 
     def get_config(self):
         cfg = super().get_config()
@@ -112,16 +104,8 @@ class SVGP(InducingInputs, GPModel):
 
     def _init_from_data(self, X, y):
         super()._init_from_data(X, y)
+        self._place_inducing(X, _FirstLatent(self.kernel))
         with torch.no_grad():
-            if self._init_Z is not None:
-                Z = self._init_Z.to(self.Z)
-            else:
-                kern = None
-                if self.inducing_init == "greedy":
-                    kern = _FirstLatent(self.kernel)
-                Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
-            self._set_input_unit(X)
-            self.Z = Z if (Z.ndim == 2 or not self.shared_inducing) else Z[0]
             if not self.whiten:
                 Lzz, _ = cholesky(self.kernel(self.Z), "Kzz")
                 self.q.set_unwhitened_init(Lzz, 1.0)

@@ -28,6 +28,7 @@ Cost.  Three ways, chosen by the batch size B against M (``config.marginals``):
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from ..config import get_config
 from ..linalg import solve_lower, solve_upper_t
@@ -257,49 +258,42 @@ QUAD_FORM_MAX_PIVOT_RATIO = 1e6
 FACTOR_MAX_BATCH_RATIO = 2
 
 
-def use_quad_form(Kzx: torch.Tensor, Lzz: torch.Tensor) -> bool:
-    """Quadratic-form path: float64, a batch of at least 2 M points, Kzz well conditioned.
+def quad_form_affordable(Lzz: torch.Tensor, batch: int | None = None) -> bool:
+    """Whether the quadratic form may replace the triangular solve: float64, Kzz well
+    conditioned (its pivot ratio bounds the cancellation), and -- when ``batch`` is given
+    -- a batch of at least ``FACTOR_MAX_BATCH_RATIO * M`` points; ``config.marginals``
+    (``"solve"`` / ``"quad"``) forces the answer.
 
-    It trades the triangular solve against the batch for ``O(M^3)`` work on ``R`` and
-    loses up to ``eps * cond(Kzz)`` (rather than ``eps * sqrt(cond(Kzz))``) of each
+    The form trades the triangular solve against the batch for ``O(M^3)`` work on ``R``
+    and loses up to ``eps * cond(Kzz)`` (rather than ``eps * sqrt(cond(Kzz))``) of each
     variance to cancellation, which float64 affords and float32 does not.
     """
     mode = get_config().marginals
-    if mode == "solve":
-        return False
-    if mode == "quad":
-        return True
-    if Kzx.dtype != torch.float64 or Kzx.shape[-1] < FACTOR_MAX_BATCH_RATIO * Kzx.shape[-2]:
+    if mode in ("solve", "quad"):
+        return mode == "quad"
+    M = Lzz.shape[-1]
+    if Lzz.dtype != torch.float64 or (batch is not None and batch < FACTOR_MAX_BATCH_RATIO * M):
         return False
     d = Lzz.detach().diagonal(dim1=-2, dim2=-1).abs()
     ratio = (d.amax(-1) / d.amin(-1)).amax()
     return bool(ratio * ratio < QUAD_FORM_MAX_PIVOT_RATIO)
 
 
+def use_quad_form(Kzx: torch.Tensor, Lzz: torch.Tensor) -> bool:
+    """The training path's choice: :func:`quad_form_affordable` for a batch of Kzx's size
+    (Kzx's dtype decides, as the batch is what loses precision)."""
+    if Kzx.dtype != torch.float64:
+        return get_config().marginals == "quad"
+    return quad_form_affordable(Lzz, Kzx.shape[-1])
+
+
 def fast_marginals(
-    Kzx: torch.Tensor,
-    Kxx_diag: torch.Tensor,
-    Lzz: torch.Tensor,
-    q_mu: torch.Tensor,
-    q_sqrt: torch.Tensor | None,
-    whiten: bool,
-    q_sqrt_is_diag: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Marginal means and variances of q(f) at a batch of inputs.
-
-    Parameters
-    ----------
-    Kzx: ``(Q, M, B)`` cross-covariances.
-    Kxx_diag: ``(Q, B)`` prior variances.
-    Lzz: ``(Q, M, M)`` Cholesky factors of Kzz.
-    q_mu: ``(Q, M)``; q_sqrt: ``(Q, M, M)`` lower factor, or ``(Q, M)`` if
-        ``q_sqrt_is_diag``; None for a point mass (mean only, prior-conditional variance).
-    whiten: whether q is over ``v = Lzz^{-1} u``.
-
-    Returns
-    -------
-    mean, var: ``(Q, B)`` each; var is clamped at a tiny positive value.
-    """
+    Kzx: Tensor, Kxx_diag: Tensor, Lzz: Tensor, q_mu: Tensor, q_sqrt: Tensor | None,
+    whiten: bool, q_sqrt_is_diag: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """:func:`latentgp.variational.strategy.conditional_marginals` for shapes without
+    leading component axes (``q_mu`` ``(Q, M)``): picks the autograd path above by the
+    batch size, the dtype and Kzz's conditioning (``config.marginals`` can force one)."""
     Q, M = q_mu.shape
     Kzx = Kzx.expand(Q, *Kzx.shape[-2:])
     if use_quad_form(Kzx, Lzz):

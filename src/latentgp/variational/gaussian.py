@@ -14,6 +14,7 @@ from torch import nn
 
 from ..linalg import logdet_chol, solve_lower
 from ..parameters import inv_softplus, softplus
+from ..validation import check_choice
 
 
 class GaussianVariational(nn.Module):
@@ -38,8 +39,7 @@ class GaussianVariational(nn.Module):
         device=None,
     ) -> None:
         super().__init__()
-        if covariance not in ("full", "diag"):
-            raise ValueError(f"covariance must be 'full' or 'diag', got {covariance!r}")
+        check_choice(covariance, "covariance", ("full", "diag"))
         self.num_latent, self.num_inducing = int(num_latent), int(num_inducing)
         self.covariance, self.whiten = covariance, bool(whiten)
         Q, M = self.num_latent, self.num_inducing

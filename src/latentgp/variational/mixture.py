@@ -35,6 +35,7 @@ from torch import nn
 from ..constants import LOG_2PI
 from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
+from ..validation import check_choice
 
 
 class MixtureVariational(nn.Module):
@@ -62,8 +63,7 @@ class MixtureVariational(nn.Module):
         device=None,
     ) -> None:
         super().__init__()
-        if covariance not in ("full", "diag"):
-            raise ValueError(f"covariance must be 'full' or 'diag', got {covariance!r}")
+        check_choice(covariance, "covariance", ("full", "diag"))
         K, Q, M = int(num_components), int(num_latent), int(num_inducing)
         self.num_components, self.num_latent, self.num_inducing = K, Q, M
         self.covariance = covariance

@@ -32,11 +32,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import get_config
 from ..linalg import solve_lower, solve_upper_t
 from .fastpaths import (
-    QUAD_FORM_MAX_PIVOT_RATIO,
     fast_marginals,
+    quad_form_affordable,
     quad_form_factors,
     whitened_moments,
 )
@@ -120,20 +119,6 @@ class PredictiveCache:
         return self.R is not None
 
 
-def _cache_quad_form(Lzz: torch.Tensor) -> bool:
-    """Quadratic form for prediction: float64 and Kzz well conditioned (its pivot ratio
-    bounds the cancellation, :data:`~latentgp.variational.fastpaths.QUAD_FORM_MAX_PIVOT_RATIO`),
-    unless ``config.marginals`` forces a path."""
-    mode = get_config().marginals
-    if mode in ("solve", "quad"):
-        return mode == "quad"
-    if Lzz.dtype != torch.float64:
-        return False
-    d = Lzz.detach().diagonal(dim1=-2, dim2=-1).abs()
-    ratio = (d.amax(-1) / d.amin(-1)).amax()
-    return bool(ratio * ratio < QUAD_FORM_MAX_PIVOT_RATIO)
-
-
 def predictive_cache(
     Lzz: torch.Tensor,
     q_mu: torch.Tensor,
@@ -142,7 +127,7 @@ def predictive_cache(
     q_sqrt_is_diag: bool = False,
 ) -> PredictiveCache:
     """Build the :class:`PredictiveCache` of q in ``O(M^3)`` per latent and component."""
-    if not _cache_quad_form(Lzz):
+    if not quad_form_affordable(Lzz):
         return PredictiveCache(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
     lead = tuple(q_mu.shape[:-2])
     Q, M = q_mu.shape[-2:]

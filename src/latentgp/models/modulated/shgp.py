@@ -25,11 +25,11 @@ from ...validation import keyword_only_after_first
 from ..base import register_model
 from ..predict import chunked
 from ..svgp import SVGP
-from .base import MixturePredictive
+from .composed import ModulatedSVGP
 
 
 @register_model
-class SHGP(MixturePredictive, SVGP):
+class SHGP(ModulatedSVGP):
     """Scalable heteroscedastic GP: y = exp(w) f + noise with variance c exp(2w).
 
     Parameters
@@ -42,10 +42,11 @@ class SHGP(MixturePredictive, SVGP):
     likelihood: a :class:`~latentgp.likelihoods.ScaleModulatedGaussian` instead of the
         two arguments above.
     Other keywords are those of :class:`~latentgp.SVGP` (``Z``, ``learn_inducing``,
-    ``inducing_init``, ...), except ``num_latent`` (2) and ``covariance`` (full).
+    ``shared_inducing`` (default False), ``normalize_y``, ``device``, ...), except
+    ``num_latent`` (2) and ``covariance`` (full).
     """
 
-    @keyword_only_after_first()
+    @keyword_only_after_first(max_legacy=3)  # kernel, noise_variance, num_quadrature
     def __init__(
         self,
         num_inducing: int = 100,
@@ -53,11 +54,7 @@ class SHGP(MixturePredictive, SVGP):
         kernel="rbf",
         noise_variance: float = 1.0,
         num_quadrature: int = 32,
-        normalize_y: bool = True,
         likelihood: Any = None,
-        shared_inducing: bool = False,
-        device=None,
-        dtype=None,
         **svgp_kwargs,
     ) -> None:
         if not isinstance(noise_variance, (int, float)) or not noise_variance > 0:
@@ -81,38 +78,10 @@ class SHGP(MixturePredictive, SVGP):
             )
         if not isinstance(likelihood, ScaleModulatedGaussian):
             raise ValueError("SHGP needs a ScaleModulatedGaussian likelihood")
-        for fixed in ("num_latent", "covariance"):
-            if fixed in svgp_kwargs:
-                raise ValueError(f"SHGP fixes {fixed}; it cannot be given")
-        super().__init__(
-            num_inducing,
-            likelihood=likelihood,
-            kernel=kernel,
-            num_latent=2,
-            shared_inducing=shared_inducing,
-            normalize_y=normalize_y,
-            device=device,
-            dtype=dtype,
-            **svgp_kwargs,
-        )
+        self._compose(num_inducing, likelihood, 2, {"kernel": kernel, **svgp_kwargs})
 
-    default_lr = 0.005
     #: closed-form predictive moments (eq. 11), not the moments of the quadrature mixture
     predict_y = SVGP.predict_y
-
-    def _default_fit_args(self, N):
-        return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512), "max_steps": 2000}
-
-    def _build(self, input_dim: int, output_dim: int) -> None:
-        if output_dim != 1:
-            raise ValueError(f"SHGP models one target column; y has {output_dim} columns")
-        super()._build(input_dim, output_dim)
-
-    def get_config(self):
-        cfg = super().get_config()
-        cfg.pop("num_latent", None)
-        cfg.pop("covariance", None)
-        return cfg
 
     @classmethod
     def from_config(cls, cfg, device=None):

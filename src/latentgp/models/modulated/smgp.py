@@ -22,12 +22,11 @@ from ...likelihoods.experts import gaussian_expected_log_lik, mixture_inner
 from ...validation import check_positive_int, keyword_only_after_first
 from ..base import register_model
 from ..predict import chunked
-from ..svgp import SVGP
-from .base import MixturePredictive
+from .composed import ModulatedSVGP
 
 
 @register_model
-class SMGP(MixturePredictive, SVGP):
+class SMGP(ModulatedSVGP):
     """Scalable mixture of GP experts.
 
     Parameters
@@ -39,13 +38,12 @@ class SMGP(MixturePredictive, SVGP):
     temperature: Concrete relaxation temperature (paper: 0.01).
     noise_variance: initial expert noise variances (scaled units).
     num_gate_samples: draws used for the predictive mixture weights.
-    Other keywords are those of :class:`~latentgp.SVGP` (``Z``, ``learn_inducing``, ...),
-    except ``num_latent`` (2T), ``covariance`` (full) and ``likelihood`` (the experts).
+    Other keywords are those of :class:`~latentgp.SVGP` (``Z``, ``learn_inducing``,
+    ``shared_inducing`` (default False), ``normalize_y``, ``device``, ...), except
+    ``num_latent`` (2T) and ``covariance`` (full).
     """
 
-    default_lr = 0.005
-
-    @keyword_only_after_first()
+    @keyword_only_after_first(max_legacy=7)  # the old order up to num_gate_samples
     def __init__(
         self,
         num_experts: int = 4,
@@ -57,11 +55,7 @@ class SMGP(MixturePredictive, SVGP):
         temperature: float = 0.01,
         noise_variance: float = 0.1,
         num_gate_samples: int = 1000,
-        normalize_y: bool = True,
         likelihood: Any = None,
-        shared_inducing: bool = False,
-        device=None,
-        dtype=None,
         **svgp_kwargs,
     ) -> None:
         T = check_positive_int(num_experts, "num_experts")
@@ -85,32 +79,11 @@ class SMGP(MixturePredictive, SVGP):
             )
         if likelihood.num_experts != T:
             raise ValueError(f"the likelihood has {likelihood.num_experts} experts, not {T}")
-        for fixed in ("num_latent", "covariance"):
-            if fixed in svgp_kwargs:
-                raise ValueError(f"SMGP fixes {fixed}; it cannot be given")
-        super().__init__(
-            num_inducing,
-            likelihood=likelihood,
-            kernel=kernel,
-            num_latent=2 * T,
-            shared_inducing=shared_inducing,
-            normalize_y=normalize_y,
-            device=device,
-            dtype=dtype,
-            **svgp_kwargs,
-        )
+        self._compose(num_inducing, likelihood, 2 * T, {"kernel": kernel, **svgp_kwargs})
 
     @property
     def num_experts(self) -> int:
         return self.likelihood.num_experts
-
-    def _default_fit_args(self, N):
-        return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512), "max_steps": 2000}
-
-    def _build(self, input_dim: int, output_dim: int) -> None:
-        if output_dim != 1:
-            raise ValueError(f"SMGP models one target column; y has {output_dim} columns")
-        super()._build(input_dim, output_dim)
 
     def _init_from_data(self, X, y):
         super()._init_from_data(X, y)
@@ -119,8 +92,6 @@ class SMGP(MixturePredictive, SVGP):
 
     def get_config(self):
         cfg = super().get_config()
-        for key in ("num_latent", "covariance"):
-            cfg.pop(key, None)
         cfg["num_experts"] = self.num_experts
         return cfg
 
