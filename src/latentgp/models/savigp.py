@@ -152,42 +152,15 @@ class SAVIGP(InducingInputs, GPModel):
         if posterior is not None:
             num_components, covariance = parse_posterior(posterior)
         self.posterior = posterior
-        self.num_components = check_positive_int(num_components, "num_components")
-        check_choice(covariance, "covariance", ("full", "diag"))
-        self.covariance = covariance
-        if parameterization not in ("cholesky", "lambda"):
-            raise ValueError(
-                f"parameterization must be 'cholesky' or 'lambda', got {parameterization!r}"
-            )
-        if parameterization == "lambda" and (self.num_components != 1 or covariance != "full"):
-            raise ValueError(
-                "parameterization='lambda' (Theorem 2) is for the full Gaussian posterior: "
-                "use posterior='fg' (num_components=1, covariance='full')"
-            )
-        self.parameterization = parameterization
-        self.whiten = bool(whiten)
+        self._set_posterior_family(num_components, covariance, parameterization, whiten)
         if estimator is not None and estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {ESTIMATORS} or None, got {estimator!r}")
         self.estimator = estimator
         self.control_variates = bool(control_variates)
         self.num_samples = check_positive_int(num_samples, "num_samples")
         self.pred_samples = check_positive_int(pred_samples, "pred_samples")
-        if sparsity is not None:
-            if not (isinstance(sparsity, (int, float)) and 0 < sparsity <= 1):
-                raise ValueError(f"sparsity must be in (0, 1], got {sparsity!r}")
-            if sparsity == 1:
-                dense = True
-        self.sparsity = None if sparsity is None else float(sparsity)
-        self.dense = bool(dense)
-        if Z is not None and self.dense:
-            raise ValueError("Z cannot be given with dense=True (Z is the training inputs)")
-        if num_inducing is None and sparsity is None and not self.dense and Z is None:
-            num_inducing = 128
-        learn = bool(learn_inducing) and not self.dense
-        shared = self._store_inducing_args(
-            num_inducing, Z, learn, inducing_init, inits=("kmeans", "random"), required=False
-        )
-        self.shared_inducing = (bool(shared_inducing) if shared is None else shared) or self.dense
+        self._set_inducing(num_inducing, sparsity, dense, Z, learn_inducing, inducing_init,
+                           shared_inducing)
         self.learn_hyperparameters = bool(learn_hyperparameters)
         self._num_latent_arg = (
             None if num_latent is None else check_positive_int(num_latent, "num_latent")
@@ -205,6 +178,41 @@ class SAVIGP(InducingInputs, GPModel):
         self.init_cov_scale = float(init_cov_scale)
         self.num_data: int | None = None
         self._sample_seed = 0
+
+    def _set_posterior_family(
+        self, num_components: int, covariance: str, parameterization: str, whiten: bool
+    ) -> None:
+        """Check and keep the mixture posterior's shape and parameterisation."""
+        self.num_components = check_positive_int(num_components, "num_components")
+        self.covariance = check_choice(covariance, "covariance", ("full", "diag"))
+        check_choice(parameterization, "parameterization", ("cholesky", "lambda"))
+        if parameterization == "lambda" and (self.num_components != 1 or covariance != "full"):
+            raise ValueError(
+                "parameterization='lambda' (Theorem 2) is for the full Gaussian posterior: "
+                "use posterior='fg' (num_components=1, covariance='full')"
+            )
+        self.parameterization = parameterization
+        self.whiten = bool(whiten)
+
+    def _set_inducing(
+        self, num_inducing, sparsity, dense, Z, learn_inducing, inducing_init, shared_inducing
+    ) -> None:
+        """M given, as a fraction of N (``sparsity``), or all training inputs (``dense``)."""
+        if sparsity is not None:
+            if not (isinstance(sparsity, (int, float)) and 0 < sparsity <= 1):
+                raise ValueError(f"sparsity must be in (0, 1], got {sparsity!r}")
+            dense = dense or sparsity == 1
+        self.sparsity = None if sparsity is None else float(sparsity)
+        self.dense = bool(dense)
+        if Z is not None and self.dense:
+            raise ValueError("Z cannot be given with dense=True (Z is the training inputs)")
+        if num_inducing is None and sparsity is None and not self.dense and Z is None:
+            num_inducing = 128
+        learn = bool(learn_inducing) and not self.dense
+        shared = self._store_inducing_args(
+            num_inducing, Z, learn, inducing_init, inits=("kmeans", "random"), required=False
+        )
+        self.shared_inducing = (bool(shared_inducing) if shared is None else shared) or self.dense
 
     # ----------------------------------------------------------------- config --
     def get_config(self):
