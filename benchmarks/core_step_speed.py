@@ -1,0 +1,166 @@
+"""Step and prediction time of each model family, before and after a code change.
+
+Issue 22 moved every inducing-point model onto one conditional (``variational.strategy``)
+and one prediction module.  This harness times, for each configuration below, one
+training step (objective + gradient, the step the fit loop takes) and one prediction pass,
+in two source trees: ``--before`` and ``--after`` (each a checkout's ``src``).  Each tree
+runs in its own worker process; the workers alternate repetition by repetition so both
+see the same machine state, and the page reports the ratio of medians (after / before).
+
+    .venv/bin/python benchmarks/core_step_speed.py --before /tmp/old/src --after src
+
+Writes docs/results/core_step_speed.md and .json (with provenance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(ROOT, "docs", "results")
+
+#: name -> (model constructor source, N, batch, target kind)
+CONFIGS = {
+    "svgp_M256_B1024": ("lg.SVGP(num_inducing=256)", 4096, 1024, "reg"),
+    "svgp_diag_M128_B4096": ("lg.SVGP(num_inducing=128, covariance='diag')", 8192, 4096, "reg"),
+    "savigp_fg_M128_B512": (
+        "lg.SAVIGP(num_inducing=128, posterior='fg', num_samples=20)", 2048, 512, "reg"),
+    "savigp_mog2_M128_B512": (
+        "lg.SAVIGP(num_inducing=128, posterior='mog2', num_samples=20)", 2048, 512, "reg"),
+    "shgp_M100_B512": ("lg.SHGP(num_inducing=100)", 2048, 512, "reg"),
+    "smgp_T4_M50_B512": ("lg.SMGP(num_experts=4, num_inducing=50)", 2048, 512, "reg"),
+    "svhgp_M100_B512": ("lg.SVHGP(num_inducing=100)", 2048, 512, "reg"),
+    "sep_M64": ("lg.SEP(num_inducing=64)", 2048, None, "bin"),
+}
+
+WORKER = r'''
+import json, sys, time
+import numpy as np, torch
+import latentgp as lg
+torch.set_num_threads(int(sys.argv[2]))
+name, ctor, N, B, kind = json.loads(sys.argv[1])
+rng = np.random.default_rng(0)
+X = rng.uniform(-3, 3, (N, 4))
+f = np.sin(X[:, 0]) + 0.5 * np.cos(2 * X[:, 1])
+y = (f > 0).astype(float) if kind == "bin" else f + 0.1 * rng.normal(size=N)
+model = eval(ctor)
+model.fit(X, y, max_steps=2, progress=False, seed=0)
+Xt = torch.as_tensor(X)
+yt = torch.as_tensor(y)
+out = {}
+if kind != "bin":
+    ys = model._scale_y(model._check_y(yt, N)) if hasattr(model, "_scale_y") else yt
+    xb, yb = Xt[:B], ys[:B]
+    params = [p for p in model.parameters() if p.requires_grad]
+    def step():
+        obj = model.objective(xb, yb, N)
+        torch.autograd.grad(obj, params, allow_unused=True)
+    for _ in range(2):
+        step()
+    times = []
+    for _ in range(7):
+        t = time.perf_counter(); step(); times.append(time.perf_counter() - t)
+    out["step_ms"] = 1e3 * float(np.median(times))
+Xp = np.random.default_rng(1).uniform(-3, 3, (20000, 4))
+model.predict_y(Xp[:100])
+times = []
+for _ in range(3):
+    t = time.perf_counter(); model.predict_y(Xp); times.append(time.perf_counter() - t)
+out["predict_ms"] = 1e3 * float(np.median(times))
+print(json.dumps(out))
+'''
+
+
+def run_worker(src: str, cfg: list, threads: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(src))
+    proc = subprocess.run(
+        [sys.executable, "-c", WORKER, json.dumps(cfg), str(threads)],
+        capture_output=True, text=True, env=env, check=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def provenance(before: str, after: str) -> dict:
+    import numpy
+    import torch
+
+    def commit(path: str) -> str:
+        try:
+            return subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return "unknown"
+
+    sys.path.insert(0, HERE)
+    from machine import describe
+
+    return {
+        "before_commit": commit(before), "after_commit": commit(after),
+        "torch": torch.__version__, "numpy": numpy.__version__,
+        "python": platform.python_version(), "cpu": describe(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", required=True, help="src folder of the old tree")
+    ap.add_argument("--after", default=os.path.join(ROOT, "src"))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--out", default=os.path.join(RESULTS, "core_step_speed.md"))
+    args = ap.parse_args()
+    rows = []
+    for name in args.configs.split(","):
+        ctor, N, B, kind = CONFIGS[name]
+        cfg = [name, ctor, N, B, kind]
+        res = {"before": [], "after": []}
+        for _ in range(args.reps):
+            for side in ("before", "after"):
+                res[side].append(run_worker(getattr(args, side), cfg, args.threads))
+        row = {"config": name, "threads": args.threads}
+        for key in ("step_ms", "predict_ms"):
+            if key in res["before"][0]:
+                b = sorted(r[key] for r in res["before"])[len(res["before"]) // 2]
+                a = sorted(r[key] for r in res["after"])[len(res["after"]) // 2]
+                row[key] = {"before": b, "after": a, "ratio": a / b}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    prov = provenance(os.path.dirname(os.path.abspath(args.before)),
+                      os.path.dirname(os.path.abspath(args.after)))
+    base = os.path.splitext(args.out)[0]
+    with open(base + ".json", "w") as fh:
+        json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
+    lines = [
+        "# Step and prediction time before and after the one-core restructuring", "",
+        f"Command: `{prov['command']}`  ",
+        f"Before: commit {prov['before_commit']}; after: commit {prov['after_commit']}; "
+        f"torch {prov['torch']}, numpy {prov['numpy']}, Python {prov['python']}; "
+        f"{prov['cpu']}; {args.threads} thread(s); {prov['date']}.", "",
+        "Medians over repetitions, the two trees alternating in separate processes; "
+        "ratio = after / before (below 1: faster).  A training step is objective + "
+        "gradient on one batch; prediction is `predict_y` on 20,000 points.", "",
+        "| configuration | step before (ms) | step after (ms) | ratio | predict before (ms) "
+        "| predict after (ms) | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        s, p = r.get("step_ms"), r["predict_ms"]
+        step = (f"{s['before']:.1f} | {s['after']:.1f} | {s['ratio']:.2f}" if s else "– | – | –")
+        lines.append(f"| {r['config']} | {step} | {p['before']:.1f} | {p['after']:.1f} | "
+                     f"{p['ratio']:.2f} |")
+    with open(args.out, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
