@@ -101,6 +101,9 @@ class ModelBuilder:
     max_train: largest training set accepted (``None``: no limit).
     too_large_hint: appended to the error when ``max_train`` is exceeded.
     sparse: whether ``--inducing`` applies.
+    scales_out: whether ``--nproc`` and streamed data (``--data`` a Parquet file or a
+        folder of ``.npy`` shards) apply (``None``: when ``minibatch``).  Every model trains
+        through the one ``latentgp.training.fit``; this only says where it is worth it.
     """
 
     name: str
@@ -113,6 +116,12 @@ class ModelBuilder:
     max_train: int | None = None
     too_large_hint: str = ""
     sparse: bool = False
+    scales_out: bool | None = None
+
+    @property
+    def distributed(self) -> bool:
+        """Whether ``--nproc`` and streamed data apply to this model."""
+        return self.minibatch if self.scales_out is None else self.scales_out
 
 
 DEFAULT_INDUCING = 128
@@ -219,7 +228,7 @@ for _name, _summary, _build, _settings in (
         "sep",
         "scalable EP probit classifier, batch sweeps + sign-adaptive steps (seed 002)",
         _family("SEP", size=50, pass_likelihood=False, **_PROBIT),
-        {**_FULL_BATCH, "optimizer": "sign", "lr": 0.2, "sparse": True},
+        {**_FULL_BATCH, "optimizer": "sign", "lr": 0.2, "sparse": True, "scales_out": True},
     ),
     (
         "gfitc",
@@ -771,7 +780,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     builder = MODEL_BUILDERS[args.model]
     nproc = getattr(args, "nproc", 1) or 1
     if nproc > 1 and dist.world()[1] == 1:
-        if not builder.minibatch and builder.name != "sep":  # SEP combines its site updates
+        if not builder.distributed:
             raise CLIError(f"--nproc needs a minibatch model; --model {builder.name} is not one")
         _check_output_path(args.out, "--out")
         _check_output_path(args.metrics, "--metrics")
@@ -911,7 +920,7 @@ def _cmd_fit_stream(args: argparse.Namespace, builder: ModelBuilder) -> int:
     import latentgp as lg
     from latentgp.data.streaming import ShardedArrays, StandardizedSource
 
-    if not builder.minibatch:
+    if not builder.distributed:
         raise CLIError(f"streaming data needs a minibatch model; --model {builder.name} is not")
     _check_output_path(args.out, "--out")
     _check_output_path(args.metrics, "--metrics")

@@ -740,7 +740,7 @@ class QSGP(GPModel):
     def fit(
         self,
         X: Any,
-        y: Any,
+        y: Any = None,
         *,
         batch_size: int | None = None,
         epochs: int | None = None,

@@ -558,7 +558,7 @@ class SEP(InducingEPClassifier):
     def fit(
         self,
         X: Any,
-        y: Any,
+        y: Any = None,
         *,
         batch_size: int | None = None,
         epochs: int | None = None,
