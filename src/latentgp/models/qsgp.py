@@ -57,13 +57,14 @@ with a Gaussian likelihood the augmentation of Appendix G (Prop. 4): one extra b
 function at ``x*`` with its closed-form (Prop. 1) diagonal, adding
 ``s2 k**^2 / (k*^T k* + s2 k**)`` to the latent variance.
 
-Training (``fit``) plugs its own step into the shared loop driver
-(:func:`latentgp.training.loop.run_loop`: progress, callbacks, ``tol``, checkpoint/resume,
-Ctrl-C): every step gathers only the sampled rows of the length-``m`` parameter vectors,
-differentiates the estimate with respect to those rows, and writes them back with sparse
-AdaGrad (or plain SGD) -- no optimiser ever touches the whole vector, so a step costs
-``O(n~ m~ + m~^2)`` whatever ``m`` and ``N``; the few kernel / noise hyperparameters use
-Adam.  Data-parallel runs average the gradients of the gathered rows (:meth:`QSGP.fit`).
+Training runs through the one fit (:func:`latentgp.training.fit`) with QSGP's plan
+(:func:`latentgp.training.tasks.qsgp_plan`): every step (:meth:`QSGP.sparse_step`)
+gathers only the sampled rows of the length-``m`` parameter vectors, differentiates the
+estimate with respect to those rows, and writes them back with the row-sparse AdaGrad (or
+plain SGD) of :class:`latentgp.training.optim.SparseRowOptimizer` -- no optimiser ever
+touches the whole vector, so a step costs ``O(n~ m~ + m~^2)`` whatever ``m`` and ``N``;
+the few kernel / noise hyperparameters use Adam.  Data-parallel runs average the
+gradients of the gathered rows through the reducer the plan passes in (:meth:`QSGP.fit`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ Training schemes (``scheme=``):
   sign-adaptive rule of the seed (per-parameter rate x1.02 / x0.5) or Adam/ADADELTA.
   Memory: the sites' ``nu, mu`` (2N numbers) and O(N M) transient work.  With
   ``fit(..., process_group=g)`` each ``torch.distributed`` process passes its own shard:
-  site sums, ``log Z`` and gradients are all-reduced (see :func:`distributed_sweep`).
+  site sums, ``log Z`` and gradients are all-reduced (see
+  :func:`latentgp.training.tasks.distributed_sweep`).
 - ``"stochastic"``: minibatches (damping 0.99); the sites of a minibatch are refined against
   ``q`` built from the running natural-parameter sums ``A = sum nu_i upsilon_i upsilon_i'``,
   ``c = sum mu_i upsilon_i`` (O(M^3) per step), then a step with the stochastic gradient
@@ -32,13 +33,17 @@ Training schemes (``scheme=``):
   site keeps the ``upsilon_i`` it was last updated with so it can be removed exactly from
   ``A, c``: memory O(N M), the seed's bound (notes §1.5).
 
-Training runs on the shared loop driver (:func:`latentgp.training.loop.run_loop`) with
-SEP's own step (site updates, then one hyperparameter step), so it has the same
-progress bar, callbacks, ``tol``, :class:`~latentgp.training.FitHistory`, repair of failed
-steps, exact checkpoint/resume and Ctrl-C handling as the gradient-trained models.  Inside a
-``torch.distributed`` default group (``latentgp fit --nproc``) every process updates the
-sites of its part of the data and the natural-parameter sums of all parts are added
-(:meth:`SEP.fit`).
+Training runs through the one fit (:func:`latentgp.training.fit`, reached through the
+registered fit engine: models do not import the training layer) with SEP's plan
+(:func:`latentgp.training.tasks.sep_plan`: site updates, then one hyperparameter step with
+:class:`latentgp.training.optim.SignAdaptive` or a ``torch.optim`` optimiser), so it has
+the same sources, seeds, progress bar, callbacks, ``tol``,
+:class:`~latentgp.training.FitHistory`, repair of failed steps, exact checkpoint/resume
+and Ctrl-C handling as the gradient-trained models.  The step's maths is here
+(:meth:`SEP.batch_step`, :meth:`SEP.stochastic_step`); sums over processes come in as a
+reducer argument.  Inside a ``torch.distributed`` default group (``latentgp fit --nproc``)
+every process updates the sites of its part of the data and the natural-parameter sums of
+all parts are added (:meth:`SEP.fit`).
 """
 
 from __future__ import annotations
@@ -471,11 +476,28 @@ class SEP(InducingEPClassifier):
         lzt = log_site_normalisers(log_z.detach(), torch.where(valid, nu, 0.0), mu, c0, d0)
         return F, torch.where(valid, lzt, 0.0).sum()
 
-    def batch_step(self, X, ypm, opt, params, N_total: int, reduce: Any, rows=None) -> float:
-        """Sweep + one hyperparameter step.  ``rows``: this process's rows of ``X`` when
-        every process holds all the data and all the sites (None: all of ``X``, which is
-        then the whole data set or, with an explicit process group, this process's shard).
+    def batch_step(
+        self,
+        X: torch.Tensor,
+        ypm: torch.Tensor,
+        opt: torch.optim.Optimizer,
+        params: list[torch.nn.Parameter],
+        N_total: int,
+        reduce: Any = None,
+        rows: torch.Tensor | None = None,
+    ) -> float:
+        """Sweep + one hyperparameter step; returns the EP estimate ``log Z_q``.
+
+        ``X`` ``(N, D)``, labels ``ypm`` in {-1, +1} ``(N,)``; ``opt`` steps ``params``
+        on the gradient of ``-F / N_total`` (``N_total``: data points over all
+        processes); ``reduce``: sums over processes
+        (:class:`latentgp.training.distributed.Reducer`; None: one process).  ``rows``:
+        this process's rows of ``X`` when every process holds all the data and all the
+        sites (None: all of ``X``, which is then the whole data set or, with an explicit
+        process group, this process's shard).  ``FloatingPointError`` for a non-finite
+        gradient (nothing is stepped then).
         """
+        reduce = reduce or _ONE_PROCESS
         Xp, yp = (X, ypm) if rows is None else (X[rows], ypm[rows])
         _, _, _, post = self.sweep(Xp, yp, reduce, rows)
         self._set_q(post.mean, post.sqrt_cov)
@@ -487,9 +509,19 @@ class SEP(InducingEPClassifier):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
 
-    def stochastic_step(self, X, ypm, idx, opt, params, N: int, reduce=None) -> float:
-        """Minibatch ``idx`` (B,): refine its sites against ``q`` from the running sums
-        ``A, c``, then one step of the stochastic gradient.  With a data-parallel
+    def stochastic_step(
+        self,
+        X: torch.Tensor,
+        ypm: torch.Tensor,
+        idx: torch.Tensor,
+        opt: torch.optim.Optimizer,
+        params: list[torch.nn.Parameter],
+        N: int,
+        reduce: Any = None,
+    ) -> float:
+        """Minibatch ``idx`` (B,) of ``X`` ``(N, D)``, ``ypm`` ``(N,)``: refine its sites
+        against ``q`` from the running sums ``A, c``, then one step of ``opt`` on the
+        stochastic gradient; returns the estimate of ``log Z_q``.  With a data-parallel
         ``reduce`` each process refines its part of the batch; the changes of ``A, c`` and
         the new sites are summed over processes, which is the one-process step exactly
         (the sites of a minibatch are updated in parallel against the same ``q``)."""
