@@ -230,6 +230,24 @@ def test_seeded_fit_leaves_the_global_rng_alone(fit):
     _assert_same(_state(fit(7)), _state(a))  # whatever the caller's random state
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_seeded_fit_on_cuda_leaves_the_cuda_rng_alone():
+    X, y = _reg_data()
+    before = torch.cuda.get_rng_state()
+    before_cpu = torch.get_rng_state()
+    lg.SVGP(num_inducing=5, device="cuda").fit(X, y, batch_size=20, max_steps=3, seed=2)
+    assert torch.equal(torch.cuda.get_rng_state(), before)
+    assert torch.equal(torch.get_rng_state(), before_cpu)
+
+
+def test_moved_names_say_where_they_went():
+    import latentgp.models.sep as sep_module
+
+    with pytest.raises(AttributeError, match="moved to latentgp.training.optim.SignAdaptive"):
+        sep_module.SignAdaptive  # noqa: B018
+    assert lg.training.optim.SignAdaptive is lg.training.SignAdaptive
+
+
 def test_seeded_initialize_leaves_the_global_rng_alone():
     X, y = _reg_data()
     before = torch.get_rng_state()

@@ -679,3 +679,19 @@ class SEP(InducingEPClassifier):
         self.load_state_dict(state)
         for k, v in sites.items():
             setattr(self, k, None if v is None else v.clone())
+
+
+#: names that lived here before the one fit, and where they are now
+_MOVED = {
+    "SignAdaptive": "latentgp.training.optim",
+    "distributed_sweep": "latentgp.training.tasks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        raise AttributeError(
+            f"latentgp.models.sep.{name} moved to {_MOVED[name]}.{name} (models do not "
+            "import the training layer)"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
