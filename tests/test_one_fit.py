@@ -111,6 +111,39 @@ def test_parquet_source_equals_in_memory(case, tmp_path):
     np.testing.assert_array_equal(got.predict_y(X)[0], ref.predict_y(X)[0])
 
 
+class _CountingSource:
+    """A source that records how many rows each read asks for."""
+
+    def __init__(self, inner):
+        self.inner, self.reads = inner, []
+        self.num_rows, self.input_dim = inner.num_rows, inner.input_dim
+
+    def rows(self, idx):
+        self.reads.append(len(idx))
+        return self.inner.rows(idx)
+
+    def stats(self):
+        return self.inner.stats()
+
+    def lazy_arrays(self, dtype, device=None):
+        from latentgp.data.streaming import LazyRows
+
+        return LazyRows(self, "X", dtype, device), LazyRows(self, "y", dtype, device)
+
+
+def test_qsgp_streams_its_rows(tmp_path):
+    """QSGP reads a source row by row (sampled rows per step, chunks for the closed-form
+    diagonal) after the initial subsample, and still equals the in-memory run."""
+    X, y = _reg_data(n=3000)
+    path = _parquet(tmp_path / "d.parquet", X, y)
+    kw = dict(batch_size=15, max_steps=6, seed=1)
+    src = _CountingSource(_source(path, tmp_path / "c"))
+    got = _qsgp().fit(src, **kw)
+    assert src.reads[0] == 3000  # the initial subsample (every row of a small source)
+    assert len(src.reads) > 6 and max(src.reads[1:]) <= 1024, src.reads[:20]
+    _assert_same(_state(got), _state(_qsgp().fit(X, y, **kw)))
+
+
 def test_npy_shards_source_for_sep(tmp_path):
     X, y = _cls_data()
     folder = tmp_path / "shards"

@@ -143,6 +143,10 @@ class GPModel(nn.Module):
         """Allocate parameters for training data ``X`` ``(N, D)``, ``y`` (first fit)."""
         self._build(X.shape[1], 1 if y.ndim == 1 else y.shape[1])
 
+    def _build_for_source(self, input_dim: int, num_rows: int) -> None:
+        """Allocate parameters for an out-of-core source of ``num_rows`` rows (first fit)."""
+        self._build(input_dim, 1)
+
     def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         self.kernel.init_from_data(X)
 
@@ -347,8 +351,9 @@ class GPModel(nn.Module):
     def _initialize_source(self, source: Any, seed: int | None, batch_size: int):
         """Build and initialise from an out-of-core source: target statistics from one
         streaming pass, inducing inputs and lengthscales from a random subsample of at
-        most 20,000 rows.  Returns lazy ``(X, scaled y)`` views (materialised when the
-        batch is the whole data)."""
+        most 20,000 rows (a source of at most 20,000 rows initialises exactly as the same
+        rows given as arrays).  Returns lazy ``(X, scaled y)`` views (materialised when
+        the batch is the whole data)."""
         N = int(source.num_rows)
         stats = source.stats()  # one pass; also rejects NaN / inf
         rng = np.random.default_rng(0 if seed is None else seed)
@@ -357,8 +362,12 @@ class GPModel(nn.Module):
         Xs = torch.as_tensor(Xs_np, dtype=self.dtype_, device=self.device_)
         ys = self._check_y(ys_np, len(sub))
         first = not self.built
+        if first and len(sub) == N:
+            # the "subsample" is every row: initialise exactly as from arrays
+            self._initialize(self._check_X(Xs), ys, seed)
+            first = False
         if first:
-            self._build(source.input_dim, 1)
+            self._build_for_source(source.input_dim, N)
             if self._uses_scaling():
                 self.y_mean.fill_(float(stats["y_mean"][0]))
                 sd = float(stats["y_std"][0])

@@ -292,6 +292,15 @@ class QSGP(GPModel):
             raise ValueError(f"QSGP models one output column; y has shape {tuple(y.shape)}")
         self._build(X.shape[1], 1, self._resolve_m(X.shape[0]))
 
+    def _build_for_source(self, input_dim: int, num_rows: int) -> None:
+        self._build(input_dim, 1, self._resolve_m(num_rows))
+
+    @property
+    def streams(self) -> bool:
+        """Whether a fit can read an out-of-core source row by row: not when the basis is
+        every training input (``basis != "rff"`` without ``num_basis``)."""
+        return self.basis == "rff" or self.num_basis is not None
+
     def _num_dense_for(self, m: int) -> int:
         if self.covariance == "meanfield":
             return 0
@@ -424,10 +433,14 @@ class QSGP(GPModel):
         self._require_built()
         if not self._is_gaussian():
             raise ValueError("the closed-form diagonal (Prop. 1) needs the Gaussian likelihood")
-        Xt = self._check_X(X)
+        self._closed_form_diagonal(self._check_X(X))
+
+    def _closed_form_diagonal(self, X: Any) -> None:
+        """:meth:`set_closed_form_diagonal` on validated rows (a tensor, or the lazy rows
+        of an out-of-core source, read in chunks)."""
         with torch.no_grad():
             s2 = self._noise()
-            c = 0.5 * torch.log(s2 / (self._column_norms(Xt) + s2 * self._all_prior_diag()))
+            c = 0.5 * torch.log(s2 / (self._column_norms(X) + s2 * self._all_prior_diag()))
             self.c_raw[self.k :] = c[self.k :]
 
     # ------------------------------------------------------------------ sampling --
@@ -821,17 +834,18 @@ class QSGP(GPModel):
         seed: int | None,
         sync: Callable[[nn.Module], None] | None = None,
     ) -> bool:
-        """Prepare a fit on ``X`` ``(N, D)`` and scaled targets ``y`` ``(N,)`` (after
-        :meth:`initialize_training`): the closed-form diagonal of ``C`` (Prop. 1) when it
-        applies, ``sync(self)`` (make every process start from the same parameters),
-        the AdaGrad accumulators, the RVM column norms and the control variate.  Returns
-        whether the closed-form diagonal is used (pass it to :meth:`finish_training`)."""
+        """Prepare a fit on ``X`` ``(N, D)`` and scaled targets ``y`` ``(N,)`` (tensors, or
+        the lazy row views of an out-of-core source; after :meth:`initialize_training`):
+        the closed-form diagonal of ``C`` (Prop. 1) when it applies, ``sync(self)`` (make
+        every process start from the same parameters), the AdaGrad accumulators, the RVM
+        column norms and the control variate.  Returns whether the closed-form diagonal
+        is used (pass it to :meth:`finish_training`)."""
         N = X.shape[0]
         cfd = self.closed_form_diagonal
         if cfd is None:
             cfd = self._is_gaussian() and N * self.m <= 2e8
         if cfd and first:
-            self.set_closed_form_diagonal(X)
+            self._closed_form_diagonal(X)
         if sync is not None:
             sync(self)
         self._ensure_state()
@@ -848,7 +862,7 @@ class QSGP(GPModel):
         """After the last step: the closed-form diagonal (and the control variate built
         on it) at the final parameters, when ``closed_form``."""
         if closed_form:
-            self.set_closed_form_diagonal(X)
+            self._closed_form_diagonal(X)
             if self.cv_rank:
                 st = self._train_state
                 st["cv"] = self._make_cv(X, self.cv_rank, 0 if seed is None else seed)

@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..linalg import CholeskyError
@@ -386,11 +387,18 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
             "needs at least one row of each batch"
         )
     first = not model.built
-    ys = model.initialize_training(data.X, data.y, seed=opts.seed)
+    if data.source is None:
+        X, ys = data.X, model.initialize_training(data.X, data.y, seed=opts.seed)
+    elif model.streams:
+        # lazy row views: steps read their sampled rows, full passes read in chunks
+        X, ys = model.initialize_from_source(data.source, seed=opts.seed, batch_size=B)
+    else:  # the basis is every training input: the rows must be in memory
+        Xt, yt = model.check_training_data(*data.source.rows(np.arange(N)))
+        X, ys = Xt, model.initialize_training(Xt, yt, seed=opts.seed)
     if opts.seed is not None:
         torch.manual_seed(opts.seed)  # inside the fit's private random state
     closed_form = model.start_training(
-        data.X, ys, first=first, seed=opts.seed, sync=reduce.broadcast_module
+        X, ys, first=first, seed=opts.seed, sync=reduce.broadcast_module
     )
     # the sampler only holds the index generator: the step draws rows (with replacement),
     # basis functions and columns from it
@@ -406,7 +414,6 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
         "model": "QSGP",
         "m": model.m,
     }
-    X = data.X
     return FitPlan(
         task=QSGPTask(model, X, ys, B, sampler, rows, hopt, reduce),
         sampler=sampler,
@@ -422,4 +429,4 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
 
 
 register_plan(SEP, sep_plan)
-register_plan(QSGP, qsgp_plan)
+register_plan(QSGP, qsgp_plan, streams=True)
