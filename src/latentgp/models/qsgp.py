@@ -96,6 +96,13 @@ RVM_MAX_PRECISION = 1e12
 VARIATIONAL_OPTIMIZERS = ("adagrad", "sgd")
 
 
+def _finite_step(opt: torch.optim.Optimizer) -> None:
+    """``opt.step()`` unless a gradient of its first group is not finite."""
+    params = opt.param_groups[0]["params"]
+    if all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params):
+        opt.step()
+
+
 @register_model
 class QSGP(GPModel):
     """Quadruply stochastic GP (see module docstring).
@@ -915,10 +922,10 @@ class QSGP(GPModel):
         if W > 1:
             ell, weight = reduce.local_part(ell)
             n_eff = n * weight
-        learn_h = hopt is not None and step >= self.hyper_delay
         if hopt is not None:
             hopt.zero_grad(set_to_none=True)
-        obj = self._estimate(X[ell], y[ell], n_eff, s, lv, cv)
+        Xl, yl = X[ell], y[ell]
+        obj = self._estimate(Xl, yl, n_eff, s, lv, cv)
         value = obj.detach()
         if W > 1:
             value = value.clone().reshape(())
@@ -939,7 +946,7 @@ class QSGP(GPModel):
                 old_C = self._column_values(U, R, lv["dense"], lv["craw"]).detach()
             rows_cols = (U[:, None], R[None, :])
             if self.mean_step == "newton":
-                new_mu = self._newton_mean(X[ell], y[ell], U, n, reduce)
+                new_mu = self._newton_mean(Xl, yl, U, n, reduce)
             else:
                 new_mu = rows.update(self.mu, st["G_mu"], U, lv["mu"])
             new_craw = rows.update(self.c_raw, st["G_craw"], U, lv["craw"])
@@ -949,23 +956,26 @@ class QSGP(GPModel):
             elif self.basis == "rvm":
                 rows.update(self.log_s, st["G_log_s"], U, lv["log_s"])
             if cv is not None:
-                PhiP = cv["PhiP"]
-                cv["a"] += PhiP @ (new_mu - old_mu)
-                if "WP" in cv:
-                    cv["b"] += cv["WP"] @ (new_mu - old_mu)
-                if R.shape[0]:
-                    new_C = self._column_values(U, R, new_dense, new_craw)
-                    cv["A"][R] += (PhiP @ (new_C - old_C)).T
-                    if "WP" in cv:
-                        cv["B"][R] += (cv["WP"] @ (new_C - old_C)).T
-            if learn_h:
-                ok = all(
-                    p.grad is None or bool(torch.isfinite(p.grad).all())
-                    for p in hopt.param_groups[0]["params"]
-                )
-                if ok:
-                    hopt.step()
+                new_C = self._column_values(U, R, new_dense, new_craw) if R.shape[0] else None
+                self._track_control_variate(cv, R, new_mu - old_mu, new_C, old_C)
+            if hopt is not None and step >= self.hyper_delay:
+                _finite_step(hopt)
         return float(value)
+
+    @staticmethod
+    def _track_control_variate(cv, R, d_mu, new_C, old_C) -> None:
+        """Keep the control variate's running expectations ``a = Phi_p mu`` (and the
+        Nyström ``b``), ``A`` (and ``B``) on the sampled dense columns ``R`` in step with
+        a sparse update that moved ``mu`` by ``d_mu`` and the rows of ``C`` from ``old_C``
+        to ``new_C`` (None: no dense column sampled)."""
+        PhiP = cv["PhiP"]
+        cv["a"] += PhiP @ d_mu
+        if "WP" in cv:
+            cv["b"] += cv["WP"] @ d_mu
+        if new_C is not None:
+            cv["A"][R] += (PhiP @ (new_C - old_C)).T
+            if "WP" in cv:
+                cv["B"][R] += (cv["WP"] @ (new_C - old_C)).T
 
     def _prior_block(self, U: torch.Tensor) -> torch.Tensor:
         """``S_UU`` ``(|U|, |U|)``: the prior precision on the basis functions ``U``."""
