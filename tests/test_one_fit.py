@@ -326,3 +326,24 @@ def test_fit_engine_is_the_one_training_fit():
     for model in (lg.SVGP(), lg.SEP(), lg.QSGP(), lg.GFITC(), lg.ExactGP()):
         build, _ = lg.training.tasks.plan_builder(model)
         assert callable(build)
+
+
+# ------------------------------------------------------------------------------- CLI --
+def test_cli_sep_from_parquet_with_two_processes(tmp_path, capsys):
+    """``latentgp fit --data x.parquet --model sep`` streams into the one fit, and with
+    ``--nproc 2`` gives the one-process model."""
+    from latentgp.cli import main
+
+    X, y = _cls_data(n=120)
+    path = _parquet(tmp_path / "d.parquet", X, y)
+    outs = []
+    for nproc in ("1", "2"):
+        out = str(tmp_path / f"sep{nproc}.pt")
+        args = ["fit", "--data", str(path), "--target", "target", "--model", "sep"]
+        args += ["--likelihood", "probit", "--inducing", "6", "--max-steps", "5"]
+        args += ["--seed", "0", "--nproc", nproc, "--out", out]
+        assert main(args) == 0
+        outs.append(torch.load(out, weights_only=True)["state"])
+    capsys.readouterr()
+    for k in outs[0]:
+        torch.testing.assert_close(outs[1][k], outs[0][k], rtol=1e-9, atol=1e-9, msg=k)
