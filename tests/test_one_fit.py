@@ -306,14 +306,16 @@ def _imports(path: pathlib.Path) -> list[str]:
                 mod = node.module or ""
             names.append(mod)
             names += [f"{mod}.{a.name}" for a in node.names]
-    return [n for n in names if n.startswith("latentgp")]
+    return [n for n in names if n.startswith(("latentgp", "torch.distributed"))]
 
 
 def test_models_never_import_training():
+    """Models sit below training: they reach the fit through the registered engine and
+    get sums over processes as a reducer argument (never ``torch.distributed``)."""
     offenders = []
     for path in sorted((SRC / "models").rglob("*.py")):
         for name in _imports(path):
-            if name == "latentgp.training" or name.startswith("latentgp.training."):
+            if name.startswith(("latentgp.training", "torch.distributed")):
                 offenders.append(f"{path.relative_to(SRC)} imports {name}")
     assert not offenders, offenders
 

@@ -77,7 +77,8 @@ class GradientTask(StepTask):
         self.model, self.X, self.y, self.params = model, X, y, params
         self.opt, self.optimizer = opt, optimizer
         self.N = X.shape[0]
-        self.W = D.world()[1]
+        self.reduce = D.Reducer()
+        self.W = self.reduce.world
         self.snapshot = None
         # L-BFGS (full batch): the objective and gradient at the point where the last line
         # search stopped.  torch's LBFGS.step starts by evaluating the closure at the
@@ -110,13 +111,13 @@ class GradientTask(StepTask):
             obj = model.objective(xb, yb, self.N * weight)
             value = obj.detach().clone().reshape(())
             if W > 1:
-                D.all_reduce_mean_([value])
+                self.reduce.mean_([value])
             ok = bool(torch.isfinite(value))
             loss = -obj * scale
             if ok:
                 loss.backward()
                 if W > 1:
-                    D.all_reduce_mean_([p.grad for p in params if p.grad is not None])
+                    self.reduce.mean_([p.grad for p in params if p.grad is not None])
             if math.isnan(closure.value):  # value at the parameters the step starts from
                 closure.value = float(value)
             out = loss if W == 1 else -value * scale
@@ -141,10 +142,10 @@ class GradientTask(StepTask):
         if idx is None:
             xb, yb, weight = X, y, 1.0
             if self.W > 1:
-                part, weight = D.local_part(torch.arange(self.N))
+                part, weight = self.reduce.local_part(torch.arange(self.N))
                 xb, yb = X[part.to(X.device)], y[part.to(X.device)]
         else:
-            part, weight = D.local_part(idx)
+            part, weight = self.reduce.local_part(idx)
             part = part.to(X.device)
             xb, yb = X[part], y[part]
         closure = self._closure(xb, yb, weight, memoize=self.optimizer == "lbfgs" and idx is None)
@@ -301,7 +302,8 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
             f"L-BFGS needs the full batch (batch_size={opts.batch_size} < N={N}); "
             "use adam for minibatches"
         )
-    rank, W = D.world()
+    reduce = D.Reducer()
+    rank, W = reduce.rank, reduce.world
     if W > 1 and not getattr(model, "supports_minibatch", True):
         raise ValueError(
             f"{type(model).__name__} trains on the full data at once; distributed training "
@@ -312,8 +314,7 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     if seed is not None:
         torch.manual_seed(seed)  # inside the fit's private random state (seeded_scope)
     params = [p for p in model.parameters() if p.requires_grad]
-    if W > 1:
-        D.broadcast_state(model)
+    reduce.broadcast_module(model)
     opt = make_optimizer(optimizer, params, opts.lr, opts.optimizer_kwargs)
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
