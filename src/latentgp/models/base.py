@@ -296,15 +296,17 @@ class GPModel(nn.Module):
     ) -> torch.Tensor:
         """Build and initialise on first use from validated ``X`` ``(N, D)``, ``y``: the
         target scaling (one way for every model) and the data-dependent initial values,
-        drawn after ``torch.manual_seed(seed)``.  Call it inside
-        :func:`latentgp.rng.seeded_scope` (the fit engine does) to keep the caller's random
-        state.  Returns the scaled targets for training."""
-        return self._initialize(X, y, seed)
+        drawn after ``torch.manual_seed(seed)`` in a private random state
+        (:func:`latentgp.rng.seeded_scope`: the caller's is left as it was).  Returns the
+        scaled targets for training."""
+        with seeded_scope(seed, [self.device_]):
+            return self._initialize(X, y, seed)
 
     def initialize_from_source(self, source: Any, *, seed: int | None, batch_size: int):
         """:meth:`initialize_training` for an out-of-core source; returns lazy ``(X,
         scaled y)`` views, materialised when ``batch_size`` covers all rows."""
-        return self._initialize_source(source, seed, batch_size)
+        with seeded_scope(seed, [self.device_]):
+            return self._initialize_source(source, seed, batch_size)
 
     def target_log_scale(self) -> float:
         """``sum(log y_scale)``: what target scaling adds per point to a log density (0
@@ -323,9 +325,7 @@ class GPModel(nn.Module):
         change initial values first.  A built model is left unchanged.
         """
         Xt = self._check_X(X)
-        yt = self._check_y(y, Xt.shape[0])
-        with seeded_scope(seed, [self.device_]):
-            self._initialize(Xt, yt, seed)
+        self.initialize_training(Xt, self._check_y(y, Xt.shape[0]), seed=seed)
         return self
 
     def _initialize(self, Xt: torch.Tensor, yt: torch.Tensor, seed: int | None) -> torch.Tensor:

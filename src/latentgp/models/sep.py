@@ -177,17 +177,17 @@ class SEP(InducingEPClassifier):
     def initialize(self, X: Any, y: Any, seed: int | None = None) -> SEP:
         """Build, set data-dependent initial values and create the sites (q = prior)
         without training; a built model keeps its parameters.  Returns ``self``."""
-        with seeded_scope(seed, [self.device_]):
-            self._prepare_sites(X, y, seed)
+        self.prepare_training(X, y, seed=seed)
         return self
 
     def prepare_training(
         self, X: Any, y: Any, *, seed: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Validated inputs ``(N, D)`` and labels in {-1, +1} ``(N,)``; builds and
-        initialises on first use (after ``torch.manual_seed(seed)``: call it inside
-        :func:`latentgp.rng.seeded_scope`) and creates the N sites when needed."""
-        return self._prepare_sites(X, y, seed)
+        initialises on first use (after ``torch.manual_seed(seed)``, in a private random
+        state: :func:`latentgp.rng.seeded_scope`) and creates the N sites when needed."""
+        with seeded_scope(seed, [self.device_]):
+            return self._prepare_sites(X, y, seed)
 
     def training_state(self) -> dict[str, Any]:
         """What a checkpoint holds of the model: parameters, sites, running sums, counters."""
