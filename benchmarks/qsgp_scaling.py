@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 import latentgp as lg
+from latentgp.training.optim import SparseRowOptimizer
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -44,12 +45,14 @@ def step_memory(model, X, y) -> int:
             total[0] += t.numel() * t.element_size()
         return t
 
-    st = model._train_state
     gen = torch.Generator().manual_seed(123)
     Xt = torch.as_tensor(X)
     yt = model._scale_y(torch.as_tensor(y))
+    rows = SparseRowOptimizer("adagrad", 1e-12)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model._step(Xt, yt, Xt.shape[0], 256, gen, 1e-12, "adagrad", None, st["cv"], 0)
+        model.sparse_step(
+            Xt, yt, Xt.shape[0], 256, gen, rows=rows, hyper_optimizer=None, step=0
+        )
     return total[0]
 
 

@@ -159,31 +159,32 @@ def test_optimizer_kwargs_reach_the_optimizer():
 
 
 def test_optimizer_kwargs_in_sep_and_qsgp(monkeypatch):
-    import latentgp.models.sep as sep_mod
+    import latentgp.training.optim as optim_mod
+    import latentgp.training.tasks as tasks_mod
 
     X, y = _cls_data()
     seen = []
-    real = sep_mod.make_optimizer
+    real = tasks_mod.make_optimizer
 
     def spy(name, params, lr, kwargs=None):
         opt = real(name, params, lr, kwargs)
         seen.append(dict(opt.defaults))
         return opt
 
-    monkeypatch.setattr(sep_mod, "make_optimizer", spy)
+    monkeypatch.setattr(tasks_mod, "make_optimizer", spy)
     _sep("stochastic").fit(
         X, y, batch_size=10, max_steps=2, optimizer_kwargs={"rho": 0.5, "eps": 1e-3}
     )
     assert seen[-1]["rho"] == 0.5 and seen[-1]["eps"] == 1e-3
     # sign rule with up = down = 1: every entry keeps the rate lr (plain gradient descent)
     opt_state = []
-    orig_step = sep_mod.SignAdaptive.step
+    orig_step = optim_mod.SignAdaptive.step
 
     def record(self, closure=None):
         orig_step(self, closure)
         opt_state.append(self.state[self.param_groups[0]["params"][0]]["rate"].clone())
 
-    monkeypatch.setattr(sep_mod.SignAdaptive, "step", record)
+    monkeypatch.setattr(optim_mod.SignAdaptive, "step", record)
     _sep().fit(X, y, max_steps=3, lr=0.01, optimizer_kwargs={"up": 1.0, "down": 1.0})
     assert all(torch.all(r == 0.01) for r in opt_state)
     with pytest.raises(ValueError, match="sign optimizer"):

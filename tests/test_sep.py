@@ -365,7 +365,7 @@ def _worker(rank, world, port, out, X, y, Z, steps):
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        from latentgp.models.sep import distributed_sweep
+        from latentgp.training.tasks import distributed_sweep
 
         shard = slice(rank * len(X) // world, (rank + 1) * len(X) // world)
         model = lg.SEP(Z=Z, kernel=lg.kernels.RBF(lengthscale=1.0, variance=1.0))

@@ -162,7 +162,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     builder = MODEL_BUILDERS[args.model]
     nproc = getattr(args, "nproc", 1) or 1
     if nproc > 1 and dist.world()[1] == 1:
-        if not builder.minibatch and builder.name != "sep":  # SEP combines its site updates
+        if not builder.distributed:
             raise CLIError(f"--nproc needs a minibatch model; --model {builder.name} is not one")
         check_output_path(args.out, "--out")
         check_output_path(args.metrics, "--metrics")
@@ -304,7 +304,7 @@ def cmd_fit_stream(args: argparse.Namespace, builder: ModelBuilder) -> int:
     import latentgp as lg
     from latentgp.data.streaming import ShardedArrays, StandardizedSource
 
-    if not builder.minibatch:
+    if not builder.distributed:
         raise CLIError(f"streaming data needs a minibatch model; --model {builder.name} is not")
     check_output_path(args.out, "--out")
     check_output_path(args.metrics, "--metrics")

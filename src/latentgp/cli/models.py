@@ -41,6 +41,9 @@ class ModelBuilder:
         :meth:`training_limit`).
     too_large_hint: appended to the error when the training set is too large.
     sparse: whether ``--inducing`` applies.
+    scales_out: whether ``--nproc`` and streamed data (``--data`` a Parquet file or a
+        folder of ``.npy`` shards) apply (``None``: when ``minibatch``).  Every model trains
+        through the one ``latentgp.training.fit``; this only says where it is worth it.
     model_class: name of the latentgp class that ``build`` constructs (``""``: unknown).
     """
 
@@ -55,6 +58,12 @@ class ModelBuilder:
     too_large_hint: str = ""
     sparse: bool = False
     model_class: str = ""
+    scales_out: bool | None = None
+
+    @property
+    def distributed(self) -> bool:
+        """Whether ``--nproc`` and streamed data apply to this model."""
+        return self.minibatch if self.scales_out is None else self.scales_out
 
     def _model_attribute(self, name: str, fallback: Any) -> Any:
         if not self.model_class:
@@ -186,7 +195,7 @@ for _name, _summary, _build, _settings in (
         "scalable EP probit classifier, batch sweeps + sign-adaptive steps (seed 002)",
         model_family("SEP", size=50, pass_likelihood=False, **_PROBIT),
         # the sign-adaptive batch sweeps of SEP's own fit defaults (not class attributes)
-        {**_FULL_BATCH, "optimizer": "sign", "lr": 0.2, "sparse": True},
+        {**_FULL_BATCH, "optimizer": "sign", "lr": 0.2, "sparse": True, "scales_out": True},
     ),
     (
         "gfitc",

@@ -218,6 +218,9 @@ class LazyRows:
         return self.shape[0]
 
     def __getitem__(self, idx) -> torch.Tensor:
+        """Rows ``idx`` (a tensor or array of row numbers, or a slice) as a tensor."""
+        if isinstance(idx, slice):
+            idx = np.arange(*idx.indices(self.shape[0]))
         if isinstance(idx, torch.Tensor):
             idx = idx.cpu().numpy()
         X, y = self.source.rows(np.asarray(idx))

@@ -7,16 +7,21 @@ A concrete model implements
 - ``_init_from_data(X, y)``: data-dependent initial values;
 - ``objective(X, y, num_data)``: the training objective estimate for a batch;
 - ``_predict_f_chunk(X)``: latent marginal means/variances ``(B, Q)`` for a chunk.
+
+Training is not here: ``GPModel.fit`` hands the model to the fit engine, the one
+:func:`latentgp.training.fit`, which ``latentgp.training`` registers on import with
+:func:`set_fit_engine` (models never import ``training``: layers import downwards).  The
+engine reaches the model only through the public hooks of the "training contract" below
+(:meth:`GPModel.fit_defaults`, :meth:`GPModel.check_training_data`,
+:meth:`GPModel.initialize_training`, ...).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import tempfile
-import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,10 +31,9 @@ from torch import nn
 from ..config import default_dtype, get_config
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Likelihood, likelihood_from_config, likelihood_from_name
-from ..linalg import JitterWarning
 from ..parameters import spread_unit
-from ..training import fit as train
-from ..validation import check_inputs, check_positive_int, check_targets
+from ..rng import seeded_scope
+from ..validation import check_inputs, check_targets
 from .predict import chunked, rows_per_chunk, unscale_moments
 
 FORMAT = "latentgp-model"
@@ -45,6 +49,30 @@ MODEL_REGISTRY: dict[str, type[GPModel]] = {}
 def register_model(cls):
     MODEL_REGISTRY[cls.__name__] = cls
     return cls
+
+
+#: the fit engine (``latentgp.training.fit``), registered by ``latentgp.training`` on import
+_FIT_ENGINE: list[Callable[..., Any]] = []
+
+
+def set_fit_engine(engine: Callable[..., Any]) -> None:
+    """Register the function that trains every model: ``engine(model, X, y, **options)``
+    returning the model.  ``latentgp.training`` registers :func:`latentgp.training.fit`
+    when it is imported (``import latentgp`` does), so that models reach the one fit
+    without importing the training layer above them."""
+    if not callable(engine):
+        raise TypeError(f"the fit engine must be callable, got {engine!r}")
+    _FIT_ENGINE[:] = [engine]
+
+
+def fit_engine() -> Callable[..., Any]:
+    """The registered fit engine.  Importing any part of latentgp imports the package,
+    whose ``__init__`` imports ``latentgp.training``, so the engine is always there."""
+    if not _FIT_ENGINE:
+        raise RuntimeError(
+            "no fit engine is registered: import latentgp.training (import latentgp does)"
+        )
+    return _FIT_ENGINE[0]
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -115,6 +143,14 @@ class GPModel(nn.Module):
 
     def _build_args(self) -> dict[str, Any]:
         return {"input_dim": self.input_dim, "output_dim": self.output_dim}
+
+    def _build_for_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        """Allocate parameters for training data ``X`` ``(N, D)``, ``y`` (first fit)."""
+        self._build(X.shape[1], 1 if y.ndim == 1 else y.shape[1])
+
+    def _build_for_source(self, input_dim: int, num_rows: int) -> None:
+        """Allocate parameters for an out-of-core source of ``num_rows`` rows (first fit)."""
+        self._build(input_dim, 1)
 
     def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         self.kernel.init_from_data(X)
@@ -231,78 +267,76 @@ class GPModel(nn.Module):
         :mod:`latentgp.training.distributed`).
         Ctrl-C stops training cleanly, keeping the last completed step.  Returns ``self``.
         """
-        source = None
-        if y is None and hasattr(X, "lazy_arrays"):
-            source = X  # out-of-core rows (latentgp.datasets.ShardedArrays)
-            N = int(source.num_rows)
-            if self.input_dim is not None and source.input_dim != self.input_dim:
-                raise ValueError(
-                    f"the data has {source.input_dim} columns but the model was trained with "
-                    f"{self.input_dim} input dimensions"
-                )
-        elif y is None:
-            raise ValueError("y is missing: fit(X, y), or fit(source) for out-of-core data")
-        else:
-            Xt = self._check_X(X)
-            yt = self._check_y(y, Xt.shape[0])
-            N = Xt.shape[0]
-        if batch_size is not None:
-            batch_size = check_positive_int(batch_size, "batch_size")
-            if batch_size > N:
-                raise ValueError(f"batch_size={batch_size} is larger than the {N} data points")
-        if epochs is not None:
-            epochs = check_positive_int(epochs, "epochs")
-        if max_steps is not None:
-            max_steps = check_positive_int(max_steps, "max_steps")
-        defaults = self._default_fit_args(N)
-        optimizer = optimizer or defaults["optimizer"]
-        lr = defaults["lr"] if lr is None else lr
-        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-            raise ValueError(f"lr must be a positive number, got {lr!r}")
-        if batch_size is None:
-            # L-BFGS is a full-batch method: asking for it without a batch size means all N
-            # points, whatever minibatch size the model would pick for its default optimiser.
-            full = isinstance(optimizer, str) and optimizer.lower() == "lbfgs"
-            batch_size = N if full else defaults.get("batch_size", N)
-        if epochs is None and max_steps is None:
-            max_steps = defaults.get("max_steps", 1000)
-        if tol is None:
-            tol = defaults.get("tol")
-        if source is not None:
-            Xt, ys = self._initialize_source(source, seed, batch_size)
-        else:
-            ys = self._initialize(Xt, yt, seed)
-        self.train()
-        self._cache = None
-        with _JitterLog() as jitter_log:
-            self.history_ = train(
-                self,
-                Xt,
-                ys,
-                batch_size=batch_size,
-                epochs=epochs,
-                max_steps=max_steps,
-                lr=lr,
-                optimizer=optimizer,
-                optimizer_kwargs=optimizer_kwargs,
-                progress=progress,
-                seed=seed,
-                tol=tol,
-                callbacks=callbacks,
-                objective_offset=-N * self._log_scale_sum(),
-                checkpoint=checkpoint,
-                checkpoint_every=checkpoint_every,
-                checkpoint_seconds=checkpoint_seconds,
-                resume=resume,
+        return fit_engine()(
+            self,
+            X,
+            y,
+            batch_size=batch_size,
+            epochs=epochs,
+            max_steps=max_steps,
+            lr=lr,
+            optimizer=optimizer,
+            optimizer_kwargs=optimizer_kwargs,
+            progress=progress,
+            seed=seed,
+            tol=tol,
+            callbacks=callbacks,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            checkpoint_seconds=checkpoint_seconds,
+            resume=resume,
+        )
+
+    # ------------------------------------------------------ the training contract --
+    # Public hooks through which the fit engine (latentgp.training.fit) and the step tasks
+    # reach a model; a model changes how it trains by overriding the private methods
+    # behind them (``_default_fit_args``, ``_initialize``, ...).
+    def fit_defaults(self, N: int) -> dict[str, Any]:
+        """The model's defaults for a fit on ``N`` points: ``optimizer``, ``lr`` and
+        optionally ``batch_size``, ``max_steps``, ``tol``."""
+        return dict(self._default_fit_args(N))
+
+    def check_training_data(self, X: Any, y: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validated training inputs ``(N, D)`` and targets ``(N,)``/``(N, P)`` as tensors
+        in the model's dtype and device (``ValueError`` naming the problem)."""
+        Xt = self._check_X(X)
+        return Xt, self._check_y(y, Xt.shape[0])
+
+    def check_source(self, source: Any) -> int:
+        """Check an out-of-core source (``latentgp.datasets.ShardedArrays``) against the
+        model; returns its number of rows N."""
+        if self.input_dim is not None and source.input_dim != self.input_dim:
+            raise ValueError(
+                f"the data has {source.input_dim} columns but the model was trained with "
+                f"{self.input_dim} input dimensions"
             )
-        if jitter_log.count:
-            self.history_.events.append(
-                f"jitter raised: {jitter_log.count} Cholesky factorisation(s) needed more than "
-                f"the default jitter, up to relative jitter {jitter_log.largest:.1e}"
-            )
+        return int(source.num_rows)
+
+    def initialize_training(
+        self, X: torch.Tensor, y: torch.Tensor, *, seed: int | None
+    ) -> torch.Tensor:
+        """Build and initialise on first use from validated ``X`` ``(N, D)``, ``y``: the
+        target scaling (one way for every model) and the data-dependent initial values,
+        drawn after ``torch.manual_seed(seed)`` in a private random state
+        (:func:`latentgp.rng.seeded_scope`: the caller's is left as it was).  Returns the
+        scaled targets for training."""
+        with seeded_scope(seed, [self.device_]):
+            return self._initialize(X, y, seed)
+
+    def initialize_from_source(self, source: Any, *, seed: int | None, batch_size: int):
+        """:meth:`initialize_training` for an out-of-core source; returns lazy ``(X,
+        scaled y)`` views, materialised when ``batch_size`` covers all rows."""
+        with seeded_scope(seed, [self.device_]):
+            return self._initialize_source(source, seed, batch_size)
+
+    def target_log_scale(self) -> float:
+        """``sum(log y_scale)``: what target scaling adds per point to a log density (0
+        without scaling); the engine adds ``-N`` times it to reported objectives."""
+        return self._log_scale_sum()
+
+    def clear_prediction_cache(self) -> None:
+        """Forget cached prediction factors (parameters changed)."""
         self._cache = None
-        self.eval()
-        return self
 
     def initialize(self, X: Any, y: Any, seed: int | None = None) -> GPModel:
         """Build the parameters for data ``(X, y)`` and set their data-dependent initial
@@ -312,7 +346,7 @@ class GPModel(nn.Module):
         change initial values first.  A built model is left unchanged.
         """
         Xt = self._check_X(X)
-        self._initialize(Xt, self._check_y(y, Xt.shape[0]), seed)
+        self.initialize_training(Xt, self._check_y(y, Xt.shape[0]), seed=seed)
         return self
 
     def _initialize(self, Xt: torch.Tensor, yt: torch.Tensor, seed: int | None) -> torch.Tensor:
@@ -320,7 +354,7 @@ class GPModel(nn.Module):
         N = Xt.shape[0]
         first = not self.built
         if first:
-            self._build(Xt.shape[1], 1 if yt.ndim == 1 else yt.shape[1])
+            self._build_for_data(Xt, yt)
             if self._uses_scaling():
                 y2 = yt.reshape(N, -1)
                 self.y_mean.copy_(y2.mean(0))
@@ -338,8 +372,9 @@ class GPModel(nn.Module):
     def _initialize_source(self, source: Any, seed: int | None, batch_size: int):
         """Build and initialise from an out-of-core source: target statistics from one
         streaming pass, inducing inputs and lengthscales from a random subsample of at
-        most 20,000 rows.  Returns lazy ``(X, scaled y)`` views (materialised when the
-        batch is the whole data)."""
+        most 20,000 rows (a source of at most 20,000 rows initialises exactly as the same
+        rows given as arrays).  Returns lazy ``(X, scaled y)`` views (materialised when
+        the batch is the whole data)."""
         N = int(source.num_rows)
         stats = source.stats()  # one pass; also rejects NaN / inf
         rng = np.random.default_rng(0 if seed is None else seed)
@@ -348,8 +383,12 @@ class GPModel(nn.Module):
         Xs = torch.as_tensor(Xs_np, dtype=self.dtype_, device=self.device_)
         ys = self._check_y(ys_np, len(sub))
         first = not self.built
+        if first and len(sub) == N:
+            # the "subsample" is every row: initialise exactly as from arrays
+            self._initialize(self._check_X(Xs), ys, seed)
+            first = False
         if first:
-            self._build(source.input_dim, 1)
+            self._build_for_source(source.input_dim, N)
             if self._uses_scaling():
                 self.y_mean.fill_(float(stats["y_mean"][0]))
                 sd = float(stats["y_std"][0])
@@ -568,28 +607,6 @@ class GPModel(nn.Module):
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
-
-
-class _JitterLog:
-    """Count the :class:`JitterWarning` s raised while training (and let every warning
-    through unchanged), so that ``fit`` can report raised jitter in ``history_.events``."""
-
-    def __enter__(self) -> _JitterLog:
-        self.count, self.largest = 0, 0.0
-        self._ctx = warnings.catch_warnings(record=True)
-        self._caught = self._ctx.__enter__()
-        warnings.simplefilter("always", JitterWarning)  # count even those the caller hides
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._ctx.__exit__(*exc)
-        for w in self._caught:
-            if issubclass(w.category, JitterWarning):
-                self.count += 1
-                m = re.search(r"needed relative jitter ([0-9.e+-]+)", str(w.message))
-                if m:
-                    self.largest = max(self.largest, float(m.group(1)))
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def _first_sentence(err: BaseException, limit: int, whole: bool = False) -> str:

@@ -57,20 +57,21 @@ with a Gaussian likelihood the augmentation of Appendix G (Prop. 4): one extra b
 function at ``x*`` with its closed-form (Prop. 1) diagonal, adding
 ``s2 k**^2 / (k*^T k* + s2 k**)`` to the latent variance.
 
-Training (``fit``) plugs its own step into the shared loop driver
-(:func:`latentgp.training.loop.run_loop`: progress, callbacks, ``tol``, checkpoint/resume,
-Ctrl-C): every step gathers only the sampled rows of the length-``m`` parameter vectors,
-differentiates the estimate with respect to those rows, and writes them back with sparse
-AdaGrad (or plain SGD) -- no optimiser ever touches the whole vector, so a step costs
-``O(n~ m~ + m~^2)`` whatever ``m`` and ``N``; the few kernel / noise hyperparameters use
-Adam.  Data-parallel runs average the gradients of the gathered rows (:meth:`QSGP.fit`).
+Training runs through the one fit (:func:`latentgp.training.fit`) with QSGP's plan
+(:func:`latentgp.training.tasks.qsgp_plan`): every step (:meth:`QSGP.sparse_step`)
+gathers only the sampled rows of the length-``m`` parameter vectors, differentiates the
+estimate with respect to those rows, and writes them back with the row-sparse AdaGrad (or
+plain SGD) of :class:`latentgp.training.optim.SparseRowOptimizer` -- no optimiser ever
+touches the whole vector, so a step costs ``O(n~ m~ + m~^2)`` whatever ``m`` and ``N``;
+the few kernel / noise hyperparameters use Adam.  Data-parallel runs average the
+gradients of the gathered rows through the reducer the plan passes in (:meth:`QSGP.fit`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -81,12 +82,9 @@ from ..kernels import Kernel
 from ..kernels.features import SPECTRAL_DOF, RandomFourierFeatures
 from ..likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
 from ..linalg import cholesky, solve_lower
-from ..parameters import LOG_2PI, spread_unit
-from ..training import distributed as D
-from ..training.fit import check_optimizer_kwargs
-from ..training.loop import Sampler, StepTask, run_loop, total_steps
+from ..parameters import LOG_2PI
 from ..validation import check_positive_float, check_positive_int
-from .base import GPModel, register_model
+from .base import GPModel, fit_engine, register_model
 
 BASES = ("rff", "inducing", "rvm")
 COVARIANCES = ("meanfield", "chevron", "full")
@@ -96,6 +94,13 @@ MEAN_STEPS = ("gradient", "newton")
 #: prior sd 1e-6 of the targets' scale: pruned)
 RVM_MAX_PRECISION = 1e12
 VARIATIONAL_OPTIMIZERS = ("adagrad", "sgd")
+
+
+def _finite_step(opt: torch.optim.Optimizer) -> None:
+    """``opt.step()`` unless a gradient of its first group is not finite."""
+    params = opt.param_groups[0]["params"]
+    if all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params):
+        opt.step()
 
 
 @register_model
@@ -289,6 +294,20 @@ class QSGP(GPModel):
             return self.num_basis
         return 1000 if self.basis == "rff" else N
 
+    def _build_for_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        if y.ndim != 1:
+            raise ValueError(f"QSGP models one output column; y has shape {tuple(y.shape)}")
+        self._build(X.shape[1], 1, self._resolve_m(X.shape[0]))
+
+    def _build_for_source(self, input_dim: int, num_rows: int) -> None:
+        self._build(input_dim, 1, self._resolve_m(num_rows))
+
+    @property
+    def streams(self) -> bool:
+        """Whether a fit can read an out-of-core source row by row: not when the basis is
+        every training input (``basis != "rff"`` without ``num_basis``)."""
+        return self.basis == "rff" or self.num_basis is not None
+
     def _num_dense_for(self, m: int) -> int:
         if self.covariance == "meanfield":
             return 0
@@ -421,10 +440,14 @@ class QSGP(GPModel):
         self._require_built()
         if not self._is_gaussian():
             raise ValueError("the closed-form diagonal (Prop. 1) needs the Gaussian likelihood")
-        Xt = self._check_X(X)
+        self._closed_form_diagonal(self._check_X(X))
+
+    def _closed_form_diagonal(self, X: Any) -> None:
+        """:meth:`set_closed_form_diagonal` on validated rows (a tensor, or the lazy rows
+        of an out-of-core source, read in chunks)."""
         with torch.no_grad():
             s2 = self._noise()
-            c = 0.5 * torch.log(s2 / (self._column_norms(Xt) + s2 * self._all_prior_diag()))
+            c = 0.5 * torch.log(s2 / (self._column_norms(X) + s2 * self._all_prior_diag()))
             self.c_raw[self.k :] = c[self.k :]
 
     # ------------------------------------------------------------------ sampling --
@@ -738,7 +761,7 @@ class QSGP(GPModel):
     def fit(
         self,
         X: Any,
-        y: Any,
+        y: Any = None,
         *,
         batch_size: int | None = None,
         epochs: int | None = None,
@@ -776,154 +799,137 @@ class QSGP(GPModel):
         the gathered rows and of the hyperparameters are averaged before the (identical)
         sparse update: the run equals the one-process run up to round-off.
         """
-        Xt = self._check_X(X)
-        yt = self._check_y(y, Xt.shape[0])
-        N = Xt.shape[0]
-        if batch_size is not None:
-            batch_size = check_positive_int(batch_size, "batch_size")
-            if batch_size > N:
-                raise ValueError(f"batch_size={batch_size} is larger than the {N} data points")
-        else:
-            batch_size = min(N, 500)
-        if epochs is not None:
-            epochs = check_positive_int(epochs, "epochs")
-        if max_steps is not None:
-            max_steps = check_positive_int(max_steps, "max_steps")
-        optimizer = (optimizer or self.default_optimizer).lower()
-        if optimizer not in VARIATIONAL_OPTIMIZERS:
-            raise ValueError(
-                f"QSGP trains with sparse updates: optimizer must be one of "
-                f"{list(VARIATIONAL_OPTIMIZERS)} (momentum methods would break the "
-                f"control variate's running expectation), got {optimizer!r}"
-            )
-        eps = self._sparse_optimizer_eps(optimizer, check_optimizer_kwargs(optimizer_kwargs))
-        lr = self.default_lr if lr is None else lr
-        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-            raise ValueError(f"lr must be a positive number, got {lr!r}")
-        if tol is not None:
-            tol = check_positive_float(tol, "tol")
-        rank, W = D.world()
-        if W > 1 and batch_size < W:
-            raise ValueError(
-                f"batch_size={batch_size} is smaller than the {W} processes: every process "
-                "needs at least one row of each batch"
-            )
-        first = not self.built
-        if first:
-            if yt.ndim != 1:
-                raise ValueError(f"QSGP models one output column; y has shape {tuple(yt.shape)}")
-            m = self._resolve_m(N)
-            self._build(Xt.shape[1], 1, m)
-            if self._uses_scaling():
-                self.y_mean.copy_(yt.mean().reshape(1))
-                sd = yt.std() if N > 1 else torch.ones(())
-                self.y_scale.copy_(spread_unit(sd, yt.amin(), yt.amax()).reshape(1))
-        ys = self._scale_y(yt)
-        if seed is not None:
-            torch.manual_seed(seed)
-        if first:
-            self._init_from_data(Xt, ys)
-        cfd = self.closed_form_diagonal
-        if cfd is None:
-            cfd = self._is_gaussian() and N * self.m <= 2e8
-        if cfd and first:
-            self.set_closed_form_diagonal(Xt)
-        if W > 1:
-            D.broadcast_state(self)
-        self._ensure_state()
-        st = self._train_state
-        if self._rvm_em() and self._is_gaussian() and (first or "colnorm" not in st):
-            # |phi_i|^2 over all n points, O(N m) once; from 4096 rows when that is large
-            rows = Xt if N * self.m <= 2e8 else Xt[torch.randperm(N)[:4096].to(Xt.device)]
-            st["colnorm"] = self._column_norms(rows) * (N / rows.shape[0])
-        if self.cv_rank and (st["cv"] is None or first):
-            st["cv"] = self._make_cv(Xt, self.cv_rank, 0 if seed is None else seed)
-        # the sampler only holds the index generator: _step draws rows (with replacement),
-        # basis functions and columns from it
-        sampler = Sampler(N, batch_size, seed, mode="none")
-        total = total_steps(sampler.steps_per_epoch, epochs, max_steps)
-        hyper = self._hyper_params()
-        hopt = torch.optim.Adam(hyper, lr=self.hyper_lr) if hyper else None
-        task = _QSGPTask(self, Xt, ys, batch_size, sampler, lr, optimizer, eps, hopt)
-        fingerprint = {
-            "N": N,
-            "B": batch_size,
-            "seed": seed,
-            "optimizer": optimizer,
-            "model": "QSGP",
-            "m": self.m,
-        }
-        self.train()
-        self._cache = None
-        self.history_ = run_loop(
-            task,
-            sampler,
-            total,
-            desc="QSGP",
+        return fit_engine()(
+            self,
+            X,
+            y,
+            batch_size=batch_size,
+            epochs=epochs,
+            max_steps=max_steps,
+            lr=lr,
+            optimizer=optimizer,
+            optimizer_kwargs=optimizer_kwargs,
             progress=progress,
+            seed=seed,
             tol=tol,
             callbacks=callbacks,
-            model=self,
-            objective_offset=-N * self._log_scale_sum(),
-            objective_scale=1.0 / N,
             checkpoint=checkpoint,
             checkpoint_every=checkpoint_every,
             checkpoint_seconds=checkpoint_seconds,
             resume=resume,
-            fingerprint=fingerprint,
-            rank=rank,
-            stacklevel=3,
         )
-        if cfd:
-            self.set_closed_form_diagonal(Xt)
+
+    def _default_fit_args(self, N: int) -> dict[str, Any]:
+        return {
+            "optimizer": self.default_optimizer,
+            "lr": self.default_lr,
+            "batch_size": min(N, 500),
+            "max_steps": 1000,
+        }
+
+    # ---------------------------------------------- the training contract (QSGP) --
+    def hyper_parameters(self) -> list[nn.Parameter]:
+        """The few hyperparameters trained by Adam (kernel of ``basis="rff"``, noise)."""
+        return self._hyper_params()
+
+    def start_training(
+        self,
+        X: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        first: bool,
+        seed: int | None,
+        sync: Callable[[nn.Module], None] | None = None,
+    ) -> bool:
+        """Prepare a fit on ``X`` ``(N, D)`` and scaled targets ``y`` ``(N,)`` (tensors, or
+        the lazy row views of an out-of-core source; after :meth:`initialize_training`):
+        the closed-form diagonal of ``C`` (Prop. 1) when it applies, ``sync(self)`` (make
+        every process start from the same parameters), the AdaGrad accumulators, the RVM
+        column norms and the control variate.  Returns whether the closed-form diagonal
+        is used (pass it to :meth:`finish_training`)."""
+        N = X.shape[0]
+        cfd = self.closed_form_diagonal
+        if cfd is None:
+            cfd = self._is_gaussian() and N * self.m <= 2e8
+        if cfd and first:
+            self._closed_form_diagonal(X)
+        if sync is not None:
+            sync(self)
+        self._ensure_state()
+        st = self._train_state
+        if self._rvm_em() and self._is_gaussian() and (first or "colnorm" not in st):
+            # |phi_i|^2 over all n points, O(N m) once; from 4096 rows when that is large
+            rows = X if N * self.m <= 2e8 else X[torch.randperm(N)[:4096].to(X.device)]
+            st["colnorm"] = self._column_norms(rows) * (N / rows.shape[0])
+        if self.cv_rank and (st["cv"] is None or first):
+            st["cv"] = self._make_cv(X, self.cv_rank, 0 if seed is None else seed)
+        return bool(cfd)
+
+    def finish_training(self, X: torch.Tensor, *, closed_form: bool, seed: int | None) -> None:
+        """After the last step: the closed-form diagonal (and the control variate built
+        on it) at the final parameters, when ``closed_form``."""
+        if closed_form:
+            self._closed_form_diagonal(X)
             if self.cv_rank:
                 st = self._train_state
-                st["cv"] = self._make_cv(Xt, self.cv_rank, 0 if seed is None else seed)
-        self._cache = None
-        self.eval()
-        return self
+                st["cv"] = self._make_cv(X, self.cv_rank, 0 if seed is None else seed)
 
-    @staticmethod
-    def _sparse_optimizer_eps(optimizer: str, optimizer_kwargs: dict | None) -> float:
-        """AdaGrad's ``eps`` from ``optimizer_kwargs`` (the only setting the sparse steps
-        take); ``ValueError`` for anything else."""
-        kw = dict(optimizer_kwargs or {})
-        allowed = {"eps"} if optimizer == "adagrad" else set()
-        unknown = sorted(set(kw) - allowed)
-        if unknown:
-            raise ValueError(
-                f"optimizer_kwargs {unknown} are not settings of QSGP's sparse {optimizer} "
-                f"(it accepts {sorted(allowed) or 'none'})"
-            )
-        eps = kw.get("eps", 1e-10)
-        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
-            raise ValueError(f"optimizer_kwargs['eps'] must be a number >= 0, got {eps!r}")
-        return float(eps)
+    def training_state(self) -> dict[str, Any]:
+        """What a checkpoint holds of the model: parameters and the sparse optimiser's
+        accumulators, RVM column norms and the control variate's running expectations."""
+        return {"model": self.state_dict(), "train_state": self._train_state}
 
-    def _step(self, X, y, n, batch_size, gen, lr, optimizer, hopt, cv, step, eps=1e-10) -> float:
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`training_state` returned."""
+        self.load_state_dict(state["model"])
+        self._train_state = state["train_state"]
+
+    def sparse_step(
+        self,
+        X: Any,
+        y: Any,
+        n: int,
+        batch_size: int,
+        gen: torch.Generator,
+        *,
+        rows: Any,
+        hyper_optimizer: torch.optim.Optimizer | None,
+        step: int,
+        reduce: Any = None,
+    ) -> float:
         """One sparse step; returns the objective estimate (before the step).
 
-        In a process group with W > 1 processes, this process evaluates its part of the
-        sampled rows at weight ``n W |part| / n~`` (see
-        :func:`latentgp.training.distributed.local_part`) and the objective and the
-        gradients are averaged over processes before the update.
+        ``X`` ``(n, D)``, ``y`` ``(n,)`` (scaled; anything indexable by a tensor of row
+        numbers); ``gen`` draws the rows, basis functions and columns; ``rows``: the
+        row-sparse optimiser (:class:`latentgp.training.optim.SparseRowOptimizer`:
+        ``rows.update(param, accumulator, index, leaf)``); ``hyper_optimizer``: Adam on
+        :meth:`hyper_parameters` (None: fixed), which starts at step ``hyper_delay``.
+        ``reduce`` (:class:`latentgp.training.distributed.Reducer`; None: one process):
+        with W > 1 processes this one evaluates its part of the sampled rows at weight
+        ``n W |part| / n~`` and the objective and gradients are averaged over processes
+        before the (identical) update.
         """
+        cv = self._train_state["cv"] if self.cv_rank else None
+        return self._step(X, y, n, batch_size, gen, rows, hyper_optimizer, cv, step, reduce)
+
+    def _step(self, X, y, n, batch_size, gen, rows, hopt, cv, step, reduce=None) -> float:
+        """:meth:`sparse_step` with the control variate ``cv`` given."""
         s = self._sample(n, batch_size, gen)
         lv = self._gather(s)
         ell = s["ell"]
-        W = D.world()[1]
+        W = 1 if reduce is None else reduce.world
         n_eff = n
         if W > 1:
-            ell, weight = D.local_part(ell)
+            ell, weight = reduce.local_part(ell)
             n_eff = n * weight
-        learn_h = hopt is not None and step >= self.hyper_delay
         if hopt is not None:
             hopt.zero_grad(set_to_none=True)
-        obj = self._estimate(X[ell], y[ell], n_eff, s, lv, cv)
+        Xl, yl = X[ell], y[ell]
+        obj = self._estimate(Xl, yl, n_eff, s, lv, cv)
         value = obj.detach()
         if W > 1:
             value = value.clone().reshape(())
-            D.all_reduce_mean_([value])
+            reduce.mean_([value])
         if not torch.isfinite(value):
             return float("nan")
         (-obj / n).backward()
@@ -931,7 +937,7 @@ class QSGP(GPModel):
             grads = [v.grad for v in lv.values() if v.grad is not None]
             if hopt is not None:
                 grads += [p.grad for p in hopt.param_groups[0]["params"] if p.grad is not None]
-            D.all_reduce_mean_(grads)
+            reduce.mean_(grads)
         st = self._train_state
         U, R = s["U"], s["R"]
         with torch.no_grad():
@@ -940,35 +946,36 @@ class QSGP(GPModel):
                 old_C = self._column_values(U, R, lv["dense"], lv["craw"]).detach()
             rows_cols = (U[:, None], R[None, :])
             if self.mean_step == "newton":
-                new_mu = self._newton_mean(X[ell], y[ell], U, n)
+                new_mu = self._newton_mean(Xl, yl, U, n, reduce)
             else:
-                new_mu = self._update(self.mu, st["G_mu"], U, lv["mu"], lr, optimizer, eps)
-            new_craw = self._update(self.c_raw, st["G_craw"], U, lv["craw"], lr, optimizer, eps)
-            new_dense = self._update(
-                self.c_dense, st["G_dense"], rows_cols, lv["dense"], lr, optimizer, eps
-            )
+                new_mu = rows.update(self.mu, st["G_mu"], U, lv["mu"])
+            new_craw = rows.update(self.c_raw, st["G_craw"], U, lv["craw"])
+            new_dense = rows.update(self.c_dense, st["G_dense"], rows_cols, lv["dense"])
             if self._rvm_em():
                 self._rvm_em_update(U, st.get("colnorm"), mackay=self.rvm_update == "mackay")
             elif self.basis == "rvm":
-                self._update(self.log_s, st["G_log_s"], U, lv["log_s"], lr, optimizer, eps)
+                rows.update(self.log_s, st["G_log_s"], U, lv["log_s"])
             if cv is not None:
-                PhiP = cv["PhiP"]
-                cv["a"] += PhiP @ (new_mu - old_mu)
-                if "WP" in cv:
-                    cv["b"] += cv["WP"] @ (new_mu - old_mu)
-                if R.shape[0]:
-                    new_C = self._column_values(U, R, new_dense, new_craw)
-                    cv["A"][R] += (PhiP @ (new_C - old_C)).T
-                    if "WP" in cv:
-                        cv["B"][R] += (cv["WP"] @ (new_C - old_C)).T
-            if learn_h:
-                ok = all(
-                    p.grad is None or bool(torch.isfinite(p.grad).all())
-                    for p in hopt.param_groups[0]["params"]
-                )
-                if ok:
-                    hopt.step()
+                new_C = self._column_values(U, R, new_dense, new_craw) if R.shape[0] else None
+                self._track_control_variate(cv, R, new_mu - old_mu, new_C, old_C)
+            if hopt is not None and step >= self.hyper_delay:
+                _finite_step(hopt)
         return float(value)
+
+    @staticmethod
+    def _track_control_variate(cv, R, d_mu, new_C, old_C) -> None:
+        """Keep the control variate's running expectations ``a = Phi_p mu`` (and the
+        Nyström ``b``), ``A`` (and ``B``) on the sampled dense columns ``R`` in step with
+        a sparse update that moved ``mu`` by ``d_mu`` and the rows of ``C`` from ``old_C``
+        to ``new_C`` (None: no dense column sampled)."""
+        PhiP = cv["PhiP"]
+        cv["a"] += PhiP @ d_mu
+        if "WP" in cv:
+            cv["b"] += cv["WP"] @ d_mu
+        if new_C is not None:
+            cv["A"][R] += (PhiP @ (new_C - old_C)).T
+            if "WP" in cv:
+                cv["B"][R] += (cv["WP"] @ (new_C - old_C)).T
 
     def _prior_block(self, U: torch.Tensor) -> torch.Tensor:
         """``S_UU`` ``(|U|, |U|)``: the prior precision on the basis functions ``U``."""
@@ -990,7 +997,7 @@ class QSGP(GPModel):
         return f
 
     def _newton_mean(
-        self, Xl: torch.Tensor, yl: torch.Tensor, U: torch.Tensor, n: int
+        self, Xl: torch.Tensor, yl: torch.Tensor, U: torch.Tensor, n: int, reduce: Any = None
     ) -> torch.Tensor:
         """Randomised block-Newton step on ``mu_U`` (``mean_step="newton"``).
 
@@ -1009,8 +1016,8 @@ class QSGP(GPModel):
         Phi = self.features(Xl, U)
         w = n / (Xl.shape[0] * self._noise())
         g_data, H_data = w * (Phi.T @ (yl - self._phi_mu(Xl))), w * (Phi.T @ Phi)
-        if D.world()[1] > 1:
-            D.all_reduce_mean_([g_data, H_data])
+        if reduce is not None:
+            reduce.mean_([g_data, H_data])
         S = self._prior_block(U)
         g = g_data - S @ mu[U]
         H = H_data + S
@@ -1079,20 +1086,6 @@ class QSGP(GPModel):
         log_s = torch.where(gamma > 0, log_s, log_s_em)
         self.log_s.data[U] = log_s.clamp_max(math.log(RVM_MAX_PRECISION))
 
-    @staticmethod
-    def _update(param, G, index, leaf, lr, optimizer, eps: float = 1e-10) -> torch.Tensor:
-        """Sparse AdaGrad / SGD on the rows ``index`` of ``param``; returns the new rows."""
-        g = leaf.grad
-        if g is None:
-            return leaf.detach()
-        if optimizer == "adagrad":
-            G[index] = G[index] + g * g
-            new = leaf.detach() - lr * g / (torch.sqrt(G[index]) + eps)
-        else:
-            new = leaf.detach() - lr * g
-        param.data[index] = new
-        return new
-
     # ----------------------------------------------------------------- prediction --
     def _compute_cache(self):
         return None
@@ -1130,65 +1123,3 @@ class QSGP(GPModel):
         if self.basis != "rvm":
             raise ValueError("relevance vectors exist only for basis='rvm'")
         return torch.nonzero(torch.exp(self.log_s.detach()) < threshold).flatten().cpu().numpy()
-
-
-class _QSGPTask(StepTask):
-    """QSGP's sparse step for :func:`~latentgp.training.loop.run_loop`.  A non-finite
-    estimate skips the step and halves the learning rate (nothing was changed, so there
-    is nothing to restore)."""
-
-    warn_on_failure = False
-
-    def __init__(self, model: QSGP, X, y, batch_size, sampler, lr, optimizer, eps, hopt):
-        self.model, self.X, self.y, self.batch_size = model, X, y, batch_size
-        self.sampler, self.lr, self.optimizer, self.eps, self.hopt = (
-            sampler,
-            lr,
-            optimizer,
-            eps,
-            hopt,
-        )
-
-    def step(self, step: int, idx: torch.Tensor | None) -> tuple[float, bool]:
-        m = self.model
-        cv = m._train_state["cv"] if m.cv_rank else None
-        value = m._step(
-            self.X,
-            self.y,
-            self.X.shape[0],
-            self.batch_size,
-            self.sampler.gen,
-            self.lr,
-            self.optimizer,
-            self.hopt,
-            cv,
-            step,
-            self.eps,
-        )
-        return value, math.isfinite(value)
-
-    def recover(self, step: int) -> str:
-        self.lr *= 0.5
-        return f"step {step}: non-finite objective; step skipped, lr lowered to {self.lr:.3g}"
-
-    def give_up(self, failures: int) -> str:
-        return (
-            f"QSGP training produced a non-finite objective {failures} times in a row; "
-            "lower lr or check the data scale"
-        )
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model.state_dict(),
-            "train_state": self.model._train_state,
-            "hyper_optimizer": None if self.hopt is None else self.hopt.state_dict(),
-            "lr": self.lr,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        m = self.model
-        m.load_state_dict(state["model"])
-        m._train_state = state["train_state"]
-        if self.hopt is not None:
-            self.hopt.load_state_dict(state["hyper_optimizer"])
-        self.lr = float(state["lr"])

@@ -24,7 +24,8 @@ Training schemes (``scheme=``):
   sign-adaptive rule of the seed (per-parameter rate x1.02 / x0.5) or Adam/ADADELTA.
   Memory: the sites' ``nu, mu`` (2N numbers) and O(N M) transient work.  With
   ``fit(..., process_group=g)`` each ``torch.distributed`` process passes its own shard:
-  site sums, ``log Z`` and gradients are all-reduced (see :func:`distributed_sweep`).
+  site sums, ``log Z`` and gradients are all-reduced (see
+  :func:`latentgp.training.tasks.distributed_sweep`).
 - ``"stochastic"``: minibatches (damping 0.99); the sites of a minibatch are refined against
   ``q`` built from the running natural-parameter sums ``A = sum nu_i upsilon_i upsilon_i'``,
   ``c = sum mu_i upsilon_i`` (O(M^3) per step), then a step with the stochastic gradient
@@ -32,19 +33,22 @@ Training schemes (``scheme=``):
   site keeps the ``upsilon_i`` it was last updated with so it can be removed exactly from
   ``A, c``: memory O(N M), the seed's bound (notes §1.5).
 
-Training runs on the shared loop driver (:func:`latentgp.training.loop.run_loop`) with
-SEP's own step (site updates, then one hyperparameter step), so it has the same
-progress bar, callbacks, ``tol``, :class:`~latentgp.training.FitHistory`, repair of failed
-steps, exact checkpoint/resume and Ctrl-C handling as the gradient-trained models.  Inside a
-``torch.distributed`` default group (``latentgp fit --nproc``) every process updates the
-sites of its part of the data and the natural-parameter sums of all parts are added
-(:meth:`SEP.fit`).
+Training runs through the one fit (:func:`latentgp.training.fit`, reached through the
+registered fit engine: models do not import the training layer) with SEP's plan
+(:func:`latentgp.training.tasks.sep_plan`: site updates, then one hyperparameter step with
+:class:`latentgp.training.optim.SignAdaptive` or a ``torch.optim`` optimiser), so it has
+the same sources, seeds, progress bar, callbacks, ``tol``,
+:class:`~latentgp.training.FitHistory`, repair of failed steps, exact checkpoint/resume
+and Ctrl-C handling as the gradient-trained models.  The step's maths is here
+(:meth:`SEP.batch_step`, :meth:`SEP.stochastic_step`); sums over processes come in as a
+reducer argument.  Inside a ``torch.distributed`` default group (``latentgp fit --nproc``)
+every process updates the sites of its part of the data and the natural-parameter sums of
+all parts are added (:meth:`SEP.fit`).
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -52,13 +56,9 @@ from typing import Any
 import torch
 from torch.special import log_ndtr
 
-from ..linalg import CholeskyError, solve_lower, solve_upper_t
-from ..parameters import adopt_input_unit, sharded_column_unit
-from ..training import distributed as D
-from ..training.fit import check_optimizer_kwargs, make_optimizer
-from ..training.loop import Sampler, StepTask, run_loop, total_steps
-from ..validation import check_positive_int
-from .base import register_model
+from ..linalg import solve_lower, solve_upper_t
+from ..rng import seeded_scope
+from .base import fit_engine, register_model
 from .ep_sites import (
     LOG_2PI,
     WhitenedPosterior,
@@ -74,38 +74,10 @@ from .inducing_ep import InducingEPClassifier, check_damping
 SCHEMES = ("batch", "stochastic")
 
 
-class SignAdaptive(torch.optim.Optimizer):
-    """The seed's batch step rule: each parameter entry has its own rate, multiplied by
-    ``up`` (1.02) when its gradient keeps its sign and by ``down`` (0.5) when it flips;
-    the step is ``-rate * grad`` (minimising the loss)."""
-
-    def __init__(self, params, lr: float = 1e-2, up: float = 1.02, down: float = 0.5):
-        super().__init__(params, {"lr": lr, "up": up, "down": down})
-
-    @torch.no_grad()
-    def step(self, closure=None):  # noqa: D102
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if "rate" not in st:
-                    st["rate"] = torch.full_like(p, group["lr"])
-                    st["prev"] = torch.zeros_like(p)
-                g = p.grad
-                same = g * st["prev"]
-                factor = torch.where(
-                    same > 0,
-                    torch.full_like(g, group["up"]),
-                    torch.where(same < 0, torch.full_like(g, group["down"]), torch.ones_like(g)),
-                )
-                st["rate"].mul_(factor)
-                st["prev"].copy_(g)
-                p.add_(-st["rate"] * g)
-
-
-class _Reducer:
-    """Sums over processes: identity for one process."""
+class _OneProcess:
+    """Sums and maxima over "all processes" when there is only this one: the identity.
+    Training passes :class:`latentgp.training.distributed.Reducer` instead (duck-typed:
+    ``world``, ``rank``, ``reduce(t)`` = sum, ``reduce.maximum(t)``)."""
 
     world = 1
     rank = 0
@@ -114,32 +86,10 @@ class _Reducer:
         return t
 
     def maximum(self, t: torch.Tensor) -> torch.Tensor:
-        """Elementwise maximum over processes."""
         return t
 
 
-class _AllReduce(_Reducer):
-    def __init__(self, group) -> None:
-        import torch.distributed as dist
-
-        self.dist, self.group = dist, group
-        self.world = dist.get_world_size(group)
-        self.rank = dist.get_rank(group)
-
-    def __call__(self, t: torch.Tensor) -> torch.Tensor:
-        t = t.clone()
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.SUM, group=self.group)
-        return t
-
-    def maximum(self, t: torch.Tensor) -> torch.Tensor:
-        t = t.clone()
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.group)
-        return t
-
-    def broadcast_module(self, module: torch.nn.Module) -> None:
-        src = 0 if self.group is None else self.dist.get_global_rank(self.group, 0)
-        for t in list(module.parameters()) + list(module.buffers()):
-            self.dist.broadcast(t.data, src=src, group=self.group)
+_ONE_PROCESS = _OneProcess()
 
 
 @register_model
@@ -227,8 +177,32 @@ class SEP(InducingEPClassifier):
     def initialize(self, X: Any, y: Any, seed: int | None = None) -> SEP:
         """Build, set data-dependent initial values and create the sites (q = prior)
         without training; a built model keeps its parameters.  Returns ``self``."""
-        self._prepare_sites(X, y, seed)
+        self.prepare_training(X, y, seed=seed)
         return self
+
+    def prepare_training(
+        self, X: Any, y: Any, *, seed: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validated inputs ``(N, D)`` and labels in {-1, +1} ``(N,)``; builds and
+        initialises on first use (after ``torch.manual_seed(seed)``, in a private random
+        state: :func:`latentgp.rng.seeded_scope`) and creates the N sites when needed."""
+        with seeded_scope(seed, [self.device_]):
+            return self._prepare_sites(X, y, seed)
+
+    def training_state(self) -> dict[str, Any]:
+        """What a checkpoint holds of the model: parameters, sites, running sums, counters."""
+        return {
+            "model": self.state_dict(),
+            "sites": {k: getattr(self, k) for k in self._SITE_STATE},
+            "counters": [self.site_updates_, self.skipped_updates_],
+        }
+
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`training_state` returned."""
+        self.load_state_dict(state["model"])
+        for k, v in state["sites"].items():
+            setattr(self, k, None if v is None else v.to(device=self.device_, dtype=self.dtype_))
+        self.site_updates_, self.skipped_updates_ = (int(v) for v in state["counters"])
 
     def _prepare_sites(self, X: Any, y: Any, seed: int | None = None):
         """Validated inputs ``(N, D)`` and labels in {-1, +1} ``(N,)``; sites exist for N."""
@@ -247,7 +221,7 @@ class SEP(InducingEPClassifier):
         self.site_updates_ += int(ok.numel())
         self.skipped_updates_ += int((~ok).sum())
 
-    def _batch_posterior(self, L, V, reduce: _Reducer, nu=None, mu=None) -> WhitenedPosterior:
+    def _batch_posterior(self, L, V, reduce: Any, nu=None, mu=None) -> WhitenedPosterior:
         nu = self.site_nu if nu is None else nu
         mu = self.site_mu if mu is None else mu
         LtAL, h = site_sums(V, nu, mu)
@@ -260,7 +234,7 @@ class SEP(InducingEPClassifier):
         self,
         X: torch.Tensor,
         ypm: torch.Tensor,
-        reduce: _Reducer | None = None,
+        reduce: Any = None,
         rows: torch.Tensor | None = None,
     ):
         """One parallel, damped update of all sites of ``X`` (batch scheme, eqs. 14-25).
@@ -270,7 +244,7 @@ class SEP(InducingEPClassifier):
         parts are then combined by ``reduce`` so that every process holds all of them.
         Returns ``(L, V, s, q)`` with ``q`` rebuilt from the new sites.
         """
-        reduce = reduce or _Reducer()
+        reduce = reduce or _ONE_PROCESS
         nu0 = self.site_nu if rows is None else self.site_nu[rows]
         mu0 = self.site_mu if rows is None else self.site_mu[rows]
         L = self.prior_factor()
@@ -289,7 +263,22 @@ class SEP(InducingEPClassifier):
             self._share_sites(None, rows, nu1, mu1, None, ok, reduce)
         return L, V, s, self._batch_posterior(L, V, reduce, nu1, mu1)
 
-    def _share_sites(self, targets, pos, nu, mu, upsilon, ok, reduce: _Reducer, extra=None):
+    def sweep_evidence(
+        self, X: torch.Tensor, ypm: torch.Tensor, reduce: Any = None
+    ) -> tuple[float, torch.Tensor, torch.Tensor]:
+        """One :meth:`sweep` of the sites of ``X`` ``(N, D)`` (labels ``ypm`` in {-1, +1})
+        and the EP estimate ``log Z_q`` after it (summed over processes by ``reduce``);
+        sets ``q`` and returns ``(log Z_q, mean (M,), covariance (M, M))``."""
+        reduce = reduce or _ONE_PROCESS
+        _, V, s, post = self.sweep(X, ypm, reduce)
+        with torch.no_grad():
+            _, lzt = self._site_terms(post, V, V, s, ypm, self.site_nu, self.site_mu, True)
+            value = float(self._global_term(post) + reduce(lzt.sum()))
+            T = post.sqrt_cov
+        self._set_q(post.mean, T)
+        return value, post.mean, T @ T.mT
+
+    def _share_sites(self, targets, pos, nu, mu, upsilon, ok, reduce: Any, extra=None):
         """Write this process's new sites and receive everybody else's (data-parallel runs).
 
         ``targets``: the training rows being updated by all processes together (None: all
@@ -376,7 +365,7 @@ class SEP(InducingEPClassifier):
         with torch.no_grad():
             L = self.prior_factor()
             V, s = self._blocks(Xt, L)
-            post = self._batch_posterior(L, V, _Reducer())
+            post = self._batch_posterior(L, V, _ONE_PROCESS)
             _, lzt = self._site_terms(post, V, V, s, ypm, self.site_nu, self.site_mu, True)
             return float(self._global_term(post) + lzt.sum())
 
@@ -389,7 +378,7 @@ class SEP(InducingEPClassifier):
         with torch.no_grad():
             L = self.prior_factor()
             V, _ = self._blocks(Xt, L)
-            post = self._batch_posterior(L, V, _Reducer())
+            post = self._batch_posterior(L, V, _ONE_PROCESS)
             cav = cavity_projection(post, V, V, self.site_nu, self.site_mu, same=True)
         F = self._surrogate(Xt, ypm, post, V, cav, 1.0)
         named = [(n, p) for n, p in self.named_parameters() if p.requires_grad]
@@ -434,7 +423,7 @@ class SEP(InducingEPClassifier):
             "max_steps": 1000,
         }
 
-    def _grad_step(self, F: torch.Tensor, opt, params, scale: float, reduce: _Reducer) -> bool:
+    def _grad_step(self, F: torch.Tensor, opt, params, scale: float, reduce: Any) -> bool:
         grads = torch.autograd.grad(-F * scale, params, allow_unused=True)
         ok = True
         for p, g in zip(params, grads, strict=True):
@@ -487,11 +476,28 @@ class SEP(InducingEPClassifier):
         lzt = log_site_normalisers(log_z.detach(), torch.where(valid, nu, 0.0), mu, c0, d0)
         return F, torch.where(valid, lzt, 0.0).sum()
 
-    def _batch_step(self, X, ypm, opt, params, N_total: int, reduce: _Reducer, rows=None) -> float:
-        """Sweep + one hyperparameter step.  ``rows``: this process's rows of ``X`` when
-        every process holds all the data and all the sites (None: all of ``X``, which is
-        then the whole data set or, with an explicit process group, this process's shard).
+    def batch_step(
+        self,
+        X: torch.Tensor,
+        ypm: torch.Tensor,
+        opt: torch.optim.Optimizer,
+        params: list[torch.nn.Parameter],
+        N_total: int,
+        reduce: Any = None,
+        rows: torch.Tensor | None = None,
+    ) -> float:
+        """Sweep + one hyperparameter step; returns the EP estimate ``log Z_q``.
+
+        ``X`` ``(N, D)``, labels ``ypm`` in {-1, +1} ``(N,)``; ``opt`` steps ``params``
+        on the gradient of ``-F / N_total`` (``N_total``: data points over all
+        processes); ``reduce``: sums over processes
+        (:class:`latentgp.training.distributed.Reducer`; None: one process).  ``rows``:
+        this process's rows of ``X`` when every process holds all the data and all the
+        sites (None: all of ``X``, which is then the whole data set or, with an explicit
+        process group, this process's shard).  ``FloatingPointError`` for a non-finite
+        gradient (nothing is stepped then).
         """
+        reduce = reduce or _ONE_PROCESS
         Xp, yp = (X, ypm) if rows is None else (X[rows], ypm[rows])
         _, _, _, post = self.sweep(Xp, yp, reduce, rows)
         self._set_q(post.mean, post.sqrt_cov)
@@ -503,13 +509,23 @@ class SEP(InducingEPClassifier):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
 
-    def _stochastic_step(self, X, ypm, idx, opt, params, N: int, reduce=None) -> float:
-        """Minibatch ``idx`` (B,): refine its sites against ``q`` from the running sums
-        ``A, c``, then one step of the stochastic gradient.  With a data-parallel
+    def stochastic_step(
+        self,
+        X: torch.Tensor,
+        ypm: torch.Tensor,
+        idx: torch.Tensor,
+        opt: torch.optim.Optimizer,
+        params: list[torch.nn.Parameter],
+        N: int,
+        reduce: Any = None,
+    ) -> float:
+        """Minibatch ``idx`` (B,) of ``X`` ``(N, D)``, ``ypm`` ``(N,)``: refine its sites
+        against ``q`` from the running sums ``A, c``, then one step of ``opt`` on the
+        stochastic gradient; returns the estimate of ``log Z_q``.  With a data-parallel
         ``reduce`` each process refines its part of the batch; the changes of ``A, c`` and
         the new sites are summed over processes, which is the one-process step exactly
         (the sites of a minibatch are updated in parallel against the same ``q``)."""
-        reduce = reduce or _Reducer()
+        reduce = reduce or _ONE_PROCESS
         B = idx.shape[0]
         W = reduce.world
         pos = torch.tensor_split(torch.arange(B, device=idx.device), W)[reduce.rank]
@@ -555,7 +571,11 @@ class SEP(InducingEPClassifier):
         return value
 
     @torch.no_grad()
-    def _final_posterior(self, X, reduce: _Reducer, rows=None) -> None:
+    def finish_training(self, X: torch.Tensor, reduce: Any = None, rows=None) -> None:
+        """Set ``q`` from the final sites (after the last hyperparameter step): from the
+        sites of ``X`` (batch scheme; ``rows``: this process's rows) or from the running
+        sums ``A, c`` (stochastic scheme)."""
+        reduce = reduce or _ONE_PROCESS
         L = self.prior_factor()
         if self.scheme == "batch":
             Xp = X if rows is None else X[rows]
@@ -570,7 +590,7 @@ class SEP(InducingEPClassifier):
     def fit(
         self,
         X: Any,
-        y: Any,
+        y: Any = None,
         *,
         batch_size: int | None = None,
         epochs: int | None = None,
@@ -621,208 +641,57 @@ class SEP(InducingEPClassifier):
 
         Returns ``self``.
         """
-        optimizer_kwargs = check_optimizer_kwargs(optimizer_kwargs)
-        replicated = process_group is None and D.world()[1] > 1
-        if process_group is not None:
-            if self.scheme != "batch":
-                raise ValueError("distributed training (process_group) needs scheme='batch'")
-            if checkpoint is not None or resume:
-                raise ValueError(
-                    "SEP cannot checkpoint with process_group= (each process holds only its "
-                    "shard's sites); run in the default process group with the full data "
-                    "on every process (latentgp fit --nproc, torchrun) instead"
-                )
-            reduce: _Reducer = _AllReduce(process_group)
-        elif replicated:
-            reduce = _AllReduce(None)
-        else:
-            reduce = _Reducer()
-        fresh = not self.built
-        Xt, ypm = self._prepare_sites(X, y, seed)
-        if isinstance(reduce, _AllReduce) and not replicated:
-            if fresh:  # input units of the full data, not of this process's shard
-                adopt_input_unit(self, sharded_column_unit(Xt, reduce, reduce.maximum))
-            reduce.broadcast_module(self)
-        elif replicated:
-            D.broadcast_state(self)
-        N = Xt.shape[0]
-        if replicated:
-            N_total = N
-        else:
-            N_total = int(reduce(torch.tensor(float(N), dtype=torch.float64)).item())
-        defaults = self._default_fit_args(N)
-        if batch_size is not None:
-            batch_size = check_positive_int(batch_size, "batch_size")
-            if batch_size > N:
-                raise ValueError(f"batch_size={batch_size} is larger than the {N} data points")
-            if self.scheme == "batch" and batch_size != N:
-                raise ValueError(
-                    "the batch scheme updates all sites each sweep; use "
-                    "SEP(scheme='stochastic') for minibatches"
-                )
-        if epochs is not None:
-            epochs = check_positive_int(epochs, "epochs")
-        if max_steps is not None:
-            max_steps = check_positive_int(max_steps, "max_steps")
-        B = batch_size or defaults["batch_size"]
-        if replicated and B < reduce.world:
-            raise ValueError(
-                f"batch_size={B} is smaller than the {reduce.world} processes: every process "
-                "needs at least one point of each batch"
-            )
-        optimizer = (optimizer or defaults["optimizer"]).lower()
-        lr = defaults["lr"] if lr is None else lr
-        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-            raise ValueError(f"lr must be a positive number, got {lr!r}")
-        params = [p for p in self.parameters() if p.requires_grad]
-        if optimizer == "sign":
-            try:
-                opt = SignAdaptive(params, lr=lr, **(optimizer_kwargs or {}))
-            except TypeError as err:
-                raise ValueError(
-                    f"optimizer_kwargs {optimizer_kwargs} do not suit the sign optimizer "
-                    f"(it takes up and down): {err}"
-                ) from None
-        elif optimizer == "lbfgs":
-            raise ValueError("SEP takes one gradient step per sweep: use sign, adadelta or adam")
-        else:
-            opt = make_optimizer(optimizer, params, lr, optimizer_kwargs)
-        sampler = Sampler(N, B, seed, mode="epoch" if self.scheme == "batch" else "always")
-        total = total_steps(sampler.steps_per_epoch, epochs, max_steps, defaults["max_steps"])
-        rows = None
-        if replicated and self.scheme == "batch":
-            rows = torch.tensor_split(torch.arange(N, device=Xt.device), reduce.world)
-            rows = rows[reduce.rank]
-        task = _SEPTask(self, Xt, ypm, opt, params, N_total, reduce, rows)
-        fingerprint = {
-            "N": N,
-            "B": B,
-            "seed": seed,
-            "optimizer": optimizer,
-            "model": "SEP",
-            "scheme": self.scheme,
-        }
-        self.train()
-        self.history_ = run_loop(
-            task,
-            sampler,
-            total,
-            desc="SEP",
+        return fit_engine()(
+            self,
+            X,
+            y,
+            batch_size=batch_size,
+            epochs=epochs,
+            max_steps=max_steps,
+            lr=lr,
+            optimizer=optimizer,
+            optimizer_kwargs=optimizer_kwargs,
             progress=progress,
+            seed=seed,
             tol=tol,
             callbacks=callbacks,
-            model=self,
-            objective_scale=1.0 / N_total,
             checkpoint=checkpoint,
             checkpoint_every=checkpoint_every,
             checkpoint_seconds=checkpoint_seconds,
             resume=resume,
-            fingerprint=fingerprint,
-            rank=reduce.rank,
-            stacklevel=3,
+            process_group=process_group,
         )
-        self._final_posterior(Xt, reduce, rows)
-        self.eval()
-        return self
 
     _SITE_STATE = ("site_nu", "site_mu", "site_upsilon", "A", "c")
 
-    def _snapshot(self):
+    def snapshot_training_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A copy of the parameters, buffers, sites and running sums (to restore after a
+        failed step)."""
         sites = {
             k: (None if getattr(self, k) is None else getattr(self, k).clone())
             for k in self._SITE_STATE
         }
         return copy.deepcopy(self.state_dict()), sites
 
-    def _restore(self, snapshot) -> None:
+    def restore_training_state(self, snapshot: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        """Put back what :meth:`snapshot_training_state` returned."""
         state, sites = snapshot
         self.load_state_dict(state)
         for k, v in sites.items():
             setattr(self, k, None if v is None else v.clone())
 
 
-class _SEPTask(StepTask):
-    """SEP's step for :func:`~latentgp.training.loop.run_loop`: site updates (a sweep or a
-    minibatch) followed by one hyperparameter step."""
+#: names that lived here before the one fit, and where they are now
+_MOVED = {
+    "SignAdaptive": "latentgp.training.optim",
+    "distributed_sweep": "latentgp.training.tasks",
+}
 
-    failure_errors = (CholeskyError, FloatingPointError)
 
-    def __init__(self, model: SEP, X, ypm, opt, params, N_total, reduce, rows) -> None:
-        self.model, self.X, self.ypm, self.opt, self.params = model, X, ypm, opt, params
-        self.N_total, self.reduce, self.rows = N_total, reduce, rows
-        self.snapshot = None
-
-    def step(self, step: int, idx: torch.Tensor | None) -> tuple[float, bool]:
-        m = self.model
-        if m.scheme == "batch":
-            value = m._batch_step(
-                self.X, self.ypm, self.opt, self.params, self.N_total, self.reduce, self.rows
-            )
-        else:
-            idx = idx.to(self.X.device)
-            value = m._stochastic_step(
-                self.X, self.ypm, idx, self.opt, self.params, self.X.shape[0], self.reduce
-            )
-        return value, math.isfinite(value)
-
-    def take_snapshot(self) -> None:
-        self.snapshot = self.model._snapshot()
-
-    def recover(self, step: int) -> str:
-        self.model._restore(self.snapshot)
-        for g in self.opt.param_groups:
-            g["lr"] *= 0.5
-        self.opt.state.clear()
-        return (
-            f"step {step}: non-finite EP evidence or gradient; restored the last "
-            f"good state and lowered the learning rate to "
-            f"{self.opt.param_groups[0]['lr']:.3g}"
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        raise AttributeError(
+            f"latentgp.models.sep.{name} moved to {_MOVED[name]}.{name} (models do not "
+            "import the training layer)"
         )
-
-    def give_up(self, failures: int) -> str:
-        return (
-            f"SEP training failed {failures} times in a row; the last good state was "
-            "restored (check the data scale and initial hyperparameters)"
-        )
-
-    def state_dict(self) -> dict[str, Any]:
-        m = self.model
-        return {
-            "model": m.state_dict(),
-            "optimizer": self.opt.state_dict(),
-            "sites": {k: getattr(m, k) for k in SEP._SITE_STATE},
-            "counters": [m.site_updates_, m.skipped_updates_],
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        m = self.model
-        m.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["optimizer"])
-        for k, v in state["sites"].items():
-            setattr(m, k, None if v is None else v.to(device=m.device_, dtype=m.dtype_))
-        m.site_updates_, m.skipped_updates_ = (int(v) for v in state["counters"])
-
-
-def distributed_sweep(
-    model: SEP, X_shard: torch.Tensor, y_shard: torch.Tensor, group=None
-) -> tuple[float, torch.Tensor, torch.Tensor]:
-    """One distributed SEP sweep (seed Fig. 1 right) on this process's shard.
-
-    Every process of ``group`` (gloo on CPU, or NCCL) calls this with its own shard
-    ``X_shard`` ``(N_k, D)`` and labels ``y_shard`` in {0, 1}; the model's sites are those
-    of the shard (created on the first call; the model's parameters must already agree
-    across processes).  Each process updates its
-    sites against the same ``q``; ``q`` is rebuilt from the all-reduced per-shard sums
-    ``A_k = sum nu_j upsilon_j upsilon_j'`` and ``c_k = sum mu_j upsilon_j``.  Returns the
-    global ``log Z_q`` and ``q``'s mean ``(M,)`` and covariance ``(M, M)``: identical on all
-    processes, and equal to a one-process sweep up to round-off.
-    """
-    reduce = _AllReduce(group)
-    Xt, ypm = model._prepare_sites(X_shard, y_shard)
-    _, V, s, post = model.sweep(Xt, ypm, reduce)
-    with torch.no_grad():
-        _, lzt = model._site_terms(post, V, V, s, ypm, model.site_nu, model.site_mu, True)
-        value = float(model._global_term(post) + reduce(lzt.sum()))
-        T = post.sqrt_cov
-    model._set_q(post.mean, T)
-    return value, post.mean, T @ T.mT
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,21 +53,21 @@ def init_from_env(backend: str | None = None) -> bool:
     return dist.get_world_size() > 1
 
 
-def broadcast_state(module: torch.nn.Module, src: int = 0) -> None:
+def broadcast_state(module: torch.nn.Module, src: int = 0, group: Any = None) -> None:
     """Make every process start from rank ``src``'s parameters and buffers."""
     with torch.no_grad():
         for t in list(module.parameters()) + list(module.buffers()):
-            dist.broadcast(t.data, src=src)
+            dist.broadcast(t.data, src=src, group=group)
 
 
-def all_reduce_mean_(tensors: Sequence[torch.Tensor]) -> None:
+def all_reduce_mean_(tensors: Sequence[torch.Tensor | None], group: Any = None) -> None:
     """Average tensors across processes in place (flattened into one message)."""
     tensors = [t for t in tensors if t is not None]
     if not tensors:
         return
-    W = dist.get_world_size()
+    W = dist.get_world_size(group)
     flat = torch.cat([t.reshape(-1) for t in tensors])
-    dist.all_reduce(flat)
+    dist.all_reduce(flat, group=group)
     flat /= W
     offset = 0
     for t in tensors:
@@ -76,20 +76,86 @@ def all_reduce_mean_(tensors: Sequence[torch.Tensor]) -> None:
         offset += n
 
 
-def local_part(idx: torch.Tensor) -> tuple[torch.Tensor, float]:
+def local_part(
+    idx: torch.Tensor, rank_world: tuple[int, int] | None = None
+) -> tuple[torch.Tensor, float]:
     """This process's part of a global batch of indices and the weight factor
     ``W |part| / B`` that makes its objective's data term count ``N W / B`` per point.
 
     A process whose part would be empty (a batch with fewer rows than processes, e.g. the
     last batch of an epoch) gets one row at weight 0, so that it still evaluates the
-    global term (and every process runs the same collective operations)."""
-    rank, W = world()
+    global term (and every process runs the same collective operations).
+    ``rank_world``: ``(rank, world_size)`` of the group (default: the default group)."""
+    rank, W = world() if rank_world is None else rank_world
     if W == 1:
         return idx, 1.0
     part = torch.tensor_split(idx, W)[rank]
     if part.numel() == 0:
         return idx[:1], 0.0
     return part, W * part.numel() / idx.numel()
+
+
+class Reducer:
+    """THE reducer of the one fit: sums, maxima and means over the processes of a group.
+
+    ``Reducer()`` uses the default group when one with more than one process is
+    initialised, and is the identity otherwise (``world == 1``); ``Reducer(group)`` uses
+    an explicit ``torch.distributed`` group.  Step tasks hand it to the model methods that
+    combine per-process results (SEP's site sums and log Z terms, QSGP's row gradients), so
+    models never talk to ``torch.distributed`` themselves.
+
+    Attributes
+    ----------
+    world, rank: the group's size and this process's rank in it.
+    group: the ``torch.distributed`` group (None: the default one).
+    """
+
+    def __init__(self, group: Any = None) -> None:
+        self.group = group
+        if group is None:
+            self.rank, self.world = world()
+        else:
+            self.world = dist.get_world_size(group)
+            self.rank = dist.get_rank(group)
+
+    @property
+    def active(self) -> bool:
+        """Whether there is more than one process to combine."""
+        return self.world > 1
+
+    def _reduce(self, t: torch.Tensor, op) -> torch.Tensor:
+        if self.world == 1:
+            return t
+        t = t.clone()
+        dist.all_reduce(t, op=op, group=self.group)
+        return t
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        """The sum of ``t`` over the processes (a new tensor; ``t`` itself at world 1)."""
+        return self._reduce(t, dist.ReduceOp.SUM) if self.world > 1 else t
+
+    sum = __call__
+
+    def maximum(self, t: torch.Tensor) -> torch.Tensor:
+        """The elementwise maximum of ``t`` over the processes."""
+        return self._reduce(t, dist.ReduceOp.MAX) if self.world > 1 else t
+
+    def mean_(self, tensors: Sequence[torch.Tensor | None]) -> None:
+        """Average ``tensors`` over the processes in place (one message; None skipped)."""
+        if self.world > 1:
+            all_reduce_mean_(tensors, group=self.group)
+
+    def local_part(self, idx: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """This process's part of a global batch and its weight (see :func:`local_part`)."""
+        return local_part(idx, (self.rank, self.world))
+
+    def broadcast_module(self, module: torch.nn.Module) -> None:
+        """Make every process of the group start from its first rank's parameters and
+        buffers."""
+        if self.world == 1:
+            return
+        src = 0 if self.group is None else dist.get_global_rank(self.group, 0)
+        broadcast_state(module, src=src, group=self.group)
 
 
 def free_port() -> int:

@@ -1,102 +1,53 @@
-"""The shared training loop of the gradient-trained models.
+"""The one fit: :func:`fit` trains every latentgp model.
 
-A model provides ``objective(X_batch, y_batch, num_data)`` (an unbiased estimate of its
-training objective, to maximise).  ``fit`` minimises ``-objective / N`` with the chosen
-optimiser over shuffled minibatches.  The loop itself (progress, tolerance, callbacks,
-repair of non-finite steps, exact checkpoint/resume, Ctrl-C) is
-:func:`latentgp.training.loop.run_loop`; this module plugs a gradient step into it
-(:class:`GradientTask`), data-parallel when a ``torch.distributed`` process group is
-active (see :mod:`latentgp.training.distributed`).  Models with other updates (SEP's EP
-sites, QSGP's sparse rows) plug their own :class:`~latentgp.training.loop.StepTask` in.
+``GPModel.fit`` (and ``SEP.fit``, ``QSGP.fit``) hand the model to :func:`fit`, registered
+as the fit engine of :mod:`latentgp.models.base` when this package is imported.  It
+resolves the data (arrays or out-of-core sources), the arguments against the model's
+defaults, the seed (in a private random state), the process group, checkpoints, callbacks
+and the history once, then runs the model's plan (:mod:`latentgp.training.tasks`) on
+:func:`latentgp.training.loop.run_loop` (progress, tolerance, repair of non-finite
+steps, exact checkpoint/resume, Ctrl-C).
+
+The plan of the gradient-trained models is here: a model provides
+``objective(X_batch, y_batch, num_data)`` (an unbiased estimate of its training
+objective, to maximise) and :class:`GradientTask` minimises ``-objective / N`` with the
+chosen optimiser over shuffled minibatches, data-parallel when a ``torch.distributed``
+process group is active (see :mod:`latentgp.training.distributed`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 import os
+import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
-from ..linalg import CholeskyError
+from ..linalg import CholeskyError, JitterWarning
+from ..models.base import GPModel
+from ..rng import seeded_scope
+from ..validation import check_positive_int
 from . import distributed as D
 from .loop import FitHistory, Sampler, StepTask, TrainingWarning, run_loop, total_steps
-
-OPTIMIZERS = ("adam", "adadelta", "sgd", "lbfgs")
+from .optim import OPTIMIZERS, check_optimizer_kwargs, make_optimizer
+from .tasks import FitData, FitOptions, FitPlan, plan_builder, register_plan
 
 __all__ = [
     "OPTIMIZERS",
     "FitHistory",
     "GradientTask",
+    "JitterLog",
     "TrainingWarning",
+    "check_optimizer_kwargs",
     "fit",
+    "gradient_plan",
     "make_optimizer",
 ]
-
-# the loop's settings for each optimiser; ``optimizer_kwargs`` override them
-_OPTIMIZER_DEFAULTS: dict[str, tuple[type[torch.optim.Optimizer], dict[str, Any]]] = {
-    "adam": (torch.optim.Adam, {}),
-    "adadelta": (torch.optim.Adadelta, {"rho": 0.9, "eps": 1e-5}),
-    "sgd": (torch.optim.SGD, {"momentum": 0.9}),
-    "lbfgs": (
-        torch.optim.LBFGS,
-        {
-            "max_iter": 1,
-            "max_eval": 30,
-            "line_search_fn": "strong_wolfe",
-            "history_size": 50,
-            "tolerance_grad": 1e-9,
-            "tolerance_change": 1e-12,
-        },
-    ),
-}
-
-
-def make_optimizer(
-    name: str, params, lr: float, optimizer_kwargs: Mapping[str, Any] | None = None
-) -> torch.optim.Optimizer:
-    """The optimiser ``name`` over ``params`` at learning rate ``lr``.
-
-    ``optimizer_kwargs`` are passed to the ``torch.optim`` constructor, overriding the
-    loop's defaults (adadelta: ``rho=0.9, eps=1e-5``; sgd: ``momentum=0.9``; lbfgs: one
-    iteration per step with a strong-Wolfe line search).
-    """
-    if name not in _OPTIMIZER_DEFAULTS:
-        raise ValueError(f"unknown optimizer {name!r}; choose one of {list(OPTIMIZERS)}")
-    cls, defaults = _OPTIMIZER_DEFAULTS[name]
-    extra = dict(optimizer_kwargs or {})
-    if "lr" in extra or "params" in extra:
-        raise ValueError("optimizer_kwargs must not hold 'lr' or 'params': pass lr= to fit")
-    params = list(params)
-    kwargs = {**defaults, **extra}
-    if name == "adam" and "fused" not in kwargs and "foreach" not in kwargs:
-        # one fused kernel for all parameters (about 7% of a small SVGP step on a CPU);
-        # the same update as the per-parameter loop up to round-off
-        with contextlib.suppress(RuntimeError, TypeError, ValueError):
-            return cls(params, lr=lr, fused=True, **kwargs)
-    try:
-        return cls(params, lr=lr, **kwargs)
-    except (TypeError, ValueError) as err:
-        raise ValueError(
-            f"optimizer_kwargs {extra} do not suit the {name} optimizer "
-            f"(torch.optim.{cls.__name__}): {err}"
-        ) from None
-
-
-def check_optimizer_kwargs(optimizer_kwargs: Any) -> dict[str, Any] | None:
-    """``None`` or a dict with string keys (else ``ValueError``)."""
-    if optimizer_kwargs is None:
-        return None
-    if not isinstance(optimizer_kwargs, Mapping) or not all(
-        isinstance(k, str) for k in optimizer_kwargs
-    ):
-        raise ValueError(
-            f"optimizer_kwargs must be a dict of keyword arguments, got {optimizer_kwargs!r}"
-        )
-    return dict(optimizer_kwargs)
 
 
 def _grads_finite(params: Sequence[torch.Tensor]) -> bool:
@@ -106,10 +57,6 @@ def _grads_finite(params: Sequence[torch.Tensor]) -> bool:
             s = p.grad.sum()
             total = s if total is None else total + s
     return total is None or bool(torch.isfinite(total))
-
-
-# kept for code that imported the old name
-_Sampler = Sampler
 
 
 class GradientTask(StepTask):
@@ -130,7 +77,8 @@ class GradientTask(StepTask):
         self.model, self.X, self.y, self.params = model, X, y, params
         self.opt, self.optimizer = opt, optimizer
         self.N = X.shape[0]
-        self.W = D.world()[1]
+        self.reduce = D.Reducer()
+        self.W = self.reduce.world
         self.snapshot = None
         # L-BFGS (full batch): the objective and gradient at the point where the last line
         # search stopped.  torch's LBFGS.step starts by evaluating the closure at the
@@ -163,13 +111,13 @@ class GradientTask(StepTask):
             obj = model.objective(xb, yb, self.N * weight)
             value = obj.detach().clone().reshape(())
             if W > 1:
-                D.all_reduce_mean_([value])
+                self.reduce.mean_([value])
             ok = bool(torch.isfinite(value))
             loss = -obj * scale
             if ok:
                 loss.backward()
                 if W > 1:
-                    D.all_reduce_mean_([p.grad for p in params if p.grad is not None])
+                    self.reduce.mean_([p.grad for p in params if p.grad is not None])
             if math.isnan(closure.value):  # value at the parameters the step starts from
                 closure.value = float(value)
             out = loss if W == 1 else -value * scale
@@ -194,10 +142,10 @@ class GradientTask(StepTask):
         if idx is None:
             xb, yb, weight = X, y, 1.0
             if self.W > 1:
-                part, weight = D.local_part(torch.arange(self.N))
+                part, weight = self.reduce.local_part(torch.arange(self.N))
                 xb, yb = X[part.to(X.device)], y[part.to(X.device)]
         else:
-            part, weight = D.local_part(idx)
+            part, weight = self.reduce.local_part(idx)
             part = part.to(X.device)
             xb, yb = X[part], y[part]
         closure = self._closure(xb, yb, weight, memoize=self.optimizer == "lbfgs" and idx is None)
@@ -244,80 +192,130 @@ class GradientTask(StepTask):
         self.opt.load_state_dict(state["optimizer"])
 
 
-def fit(
-    model: Any,
-    X: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    batch_size: int | None = None,
-    epochs: int | None = None,
-    max_steps: int | None = None,
-    lr: float = 0.01,
-    optimizer: str = "adam",
-    optimizer_kwargs: Mapping[str, Any] | None = None,
-    progress: bool | None = None,
-    seed: int | None = None,
-    tol: float | None = None,
-    patience: int = 3,
-    callbacks: Sequence[Callable[[dict], bool | None]] = (),
-    objective_offset: float = 0.0,
-    params: Sequence[torch.nn.Parameter] | None = None,
-    max_failures: int = 8,
-    checkpoint: str | os.PathLike | None = None,
-    checkpoint_every: int | None = None,
-    checkpoint_seconds: float | None = None,
-    resume: bool = False,
-) -> FitHistory:
-    """Train ``model`` on validated tensors ``X`` ``(N, D)`` and ``y`` ``(N,)``/``(N, P)``.
+class JitterLog:
+    """Count the :class:`~latentgp.linalg.JitterWarning` s raised while training (and let
+    every warning through unchanged), so that ``fit`` can report raised jitter in
+    ``history_.events``."""
 
-    Parameters
-    ----------
-    batch_size: minibatch size B (default: all N); with W processes, the global batch.
-    epochs: passes over the data; exactly ``epochs * ceil(N / B)`` steps are taken.
-    max_steps: number of steps if ``epochs`` is not given.
-    lr, optimizer: ``"adam"``, ``"adadelta"``, ``"sgd"`` or ``"lbfgs"`` (full batch only).
-    optimizer_kwargs: extra keyword arguments of the ``torch.optim`` constructor, e.g.
-        ``{"rho": 0.95, "eps": 1e-6}`` for adadelta or ``{"betas": (0.8, 0.99)}`` for adam;
-        they override the loop's defaults (see :func:`make_optimizer`).
-    progress: show a progress bar (None: only on an interactive terminal; rank 0 only).
-    seed: seeds shuffling and Monte Carlo draws.
-    tol: stop when the relative change of the per-epoch mean objective stays below
-        ``tol`` for ``patience`` epochs (full batch: per step).
-    callbacks: each called after every step with a dict (step, epoch, objective, model,
-        seconds); returning True stops training.
-    objective_offset: constant added to reported objectives (undoing target scaling).
-    params: parameters to optimise (default: all of the model's).
-    checkpoint: file to write checkpoints to (atomically), every ``checkpoint_every``
-        steps and/or ``checkpoint_seconds`` seconds, and at the end or on Ctrl-C.
-    resume: continue from ``checkpoint`` if it exists; the result then matches an
-        uninterrupted run with the same arguments and seed.
-    """
-    N = X.shape[0]
-    B = N if batch_size is None else min(int(batch_size), N)
+    def __enter__(self) -> JitterLog:
+        self.count, self.largest = 0, 0.0
+        self._ctx = warnings.catch_warnings(record=True)
+        self._caught = self._ctx.__enter__()
+        warnings.simplefilter("always", JitterWarning)  # count even those the caller hides
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._ctx.__exit__(*exc)
+        for w in self._caught:
+            if issubclass(w.category, JitterWarning):
+                self.count += 1
+                m = re.search(r"needed relative jitter ([0-9.e+-]+)", str(w.message))
+                if m:
+                    self.largest = max(self.largest, float(m.group(1)))
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def _read_source(model: Any, source: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """All rows of an out-of-core source, validated (for plans that do not stream)."""
+    N = int(source.num_rows)
+    X, y = source.rows(np.arange(N))
+    return model.check_training_data(X, y)
+
+
+def _resolve_data(model: Any, X: Any, y: Any, streams: bool) -> FitData:
+    if y is None and hasattr(X, "lazy_arrays"):
+        N = model.check_source(X)  # out-of-core rows (latentgp.datasets.ShardedArrays)
+        if streams:
+            return FitData(None, None, X, N)
+        Xt, yt = _read_source(model, X)
+        return FitData(Xt, yt, None, N)
+    if y is None:
+        raise ValueError("y is missing: fit(X, y), or fit(source) for out-of-core data")
+    Xt, yt = model.check_training_data(X, y)
+    return FitData(Xt, yt, None, int(Xt.shape[0]))
+
+
+def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
+    batch_size, epochs, max_steps = kw["batch_size"], kw["epochs"], kw["max_steps"]
+    given = batch_size is not None
+    if given:
+        batch_size = check_positive_int(batch_size, "batch_size")
+        if batch_size > N:
+            raise ValueError(f"batch_size={batch_size} is larger than the {N} data points")
+    if epochs is not None:
+        epochs = check_positive_int(epochs, "epochs")
+    if max_steps is not None:
+        max_steps = check_positive_int(max_steps, "max_steps")
+    optimizer_kwargs = check_optimizer_kwargs(kw["optimizer_kwargs"])
+    defaults = model.fit_defaults(N)
+    optimizer = kw["optimizer"] or defaults["optimizer"]
+    if not isinstance(optimizer, str):
+        raise ValueError(f"optimizer must be a name, got {optimizer!r}")
     optimizer = optimizer.lower()
+    lr = defaults["lr"] if kw["lr"] is None else kw["lr"]
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    if batch_size is None:
+        # L-BFGS is a full-batch method: asking for it without a batch size means all N
+        # points, whatever minibatch size the model would pick for its default optimiser.
+        batch_size = N if optimizer == "lbfgs" else defaults.get("batch_size", N)
+    if epochs is None and max_steps is None:
+        max_steps = defaults.get("max_steps", 1000)
+    tol = defaults.get("tol") if kw["tol"] is None else kw["tol"]
+    return FitOptions(
+        batch_size=int(batch_size),
+        batch_size_given=given,
+        epochs=epochs,
+        max_steps=max_steps,
+        lr=lr,
+        optimizer=optimizer,
+        optimizer_kwargs=optimizer_kwargs,
+        seed=kw["seed"],
+        tol=tol,
+        checkpoint=kw["checkpoint"],
+        resume=bool(kw["resume"]),
+        process_group=kw["process_group"],
+        defaults=defaults,
+    )
+
+
+def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
+    """The plan of every model that provides ``objective(X_batch, y_batch, N)``: a step
+    of the optimiser on ``-objective / N`` over shuffled minibatches (data-parallel in a
+    process group)."""
+    if opts.process_group is not None:
+        raise ValueError(
+            "process_group= is SEP's sharded mode; this model runs data-parallel in the "
+            "default process group (latentgp fit --nproc, torchrun)"
+        )
+    N, seed = data.num_rows, opts.seed
+    if data.source is not None:
+        X, y = model.initialize_from_source(data.source, seed=seed, batch_size=opts.batch_size)
+    else:
+        X, y = data.X, model.initialize_training(data.X, data.y, seed=seed)
+    B = min(opts.batch_size, N)
+    optimizer = opts.optimizer
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {list(OPTIMIZERS)}")
     if optimizer == "lbfgs" and B < N:
         raise ValueError(
-            f"L-BFGS needs the full batch (batch_size={batch_size} < N={N}); "
+            f"L-BFGS needs the full batch (batch_size={opts.batch_size} < N={N}); "
             "use adam for minibatches"
         )
-    optimizer_kwargs = check_optimizer_kwargs(optimizer_kwargs)
-    rank, W = D.world()
+    reduce = D.Reducer()
+    rank, W = reduce.rank, reduce.world
     if W > 1 and not getattr(model, "supports_minibatch", True):
         raise ValueError(
             f"{type(model).__name__} trains on the full data at once; distributed training "
             "needs a minibatch model such as SVGP"
         )
     sampler = Sampler(N, B, seed)
-    total = total_steps(sampler.steps_per_epoch, epochs, max_steps)
+    total = total_steps(sampler.steps_per_epoch, opts.epochs, opts.max_steps)
     if seed is not None:
-        torch.manual_seed(seed)
-
-    params = [p for p in (params if params is not None else model.parameters()) if p.requires_grad]
-    if W > 1:
-        D.broadcast_state(model)
-    opt = make_optimizer(optimizer, params, lr, optimizer_kwargs)
+        torch.manual_seed(seed)  # inside the fit's private random state (seeded_scope)
+    params = [p for p in model.parameters() if p.requires_grad]
+    reduce.broadcast_module(model)
+    opt = make_optimizer(optimizer, params, opts.lr, opts.optimizer_kwargs)
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
     fingerprint = {
@@ -327,24 +325,128 @@ def fit(
         "optimizer": optimizer,
         "model": type(model).__name__,
     }
-    return run_loop(
-        GradientTask(model, X, y, params, opt, optimizer),
-        sampler,
-        total,
-        desc=type(model).__name__,
-        progress=progress,
-        tol=tol,
-        patience=patience,
-        callbacks=callbacks,
-        model=model,
-        objective_offset=objective_offset,
-        objective_scale=1.0 / N,
-        max_failures=max_failures,
-        checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every,
-        checkpoint_seconds=checkpoint_seconds,
-        resume=resume,
+    return FitPlan(
+        task=GradientTask(model, X, y, params, opt, optimizer),
+        sampler=sampler,
+        total=total,
         fingerprint=fingerprint,
+        desc=type(model).__name__,
+        objective_offset=-N * model.target_log_scale(),
+        objective_scale=1.0 / N,
         rank=rank,
-        stacklevel=4,
+        tol=opts.tol,
     )
+
+
+def fit(
+    model: Any,
+    X: Any,
+    y: Any = None,
+    *,
+    batch_size: int | None = None,
+    epochs: int | None = None,
+    max_steps: int | None = None,
+    lr: float | None = None,
+    optimizer: str | None = None,
+    optimizer_kwargs: Mapping[str, Any] | None = None,
+    progress: bool | None = None,
+    seed: int | None = None,
+    tol: float | None = None,
+    callbacks: Sequence[Callable[[dict], bool | None]] = (),
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    checkpoint_seconds: float | None = None,
+    resume: bool = False,
+    process_group: Any = None,
+) -> Any:
+    """THE fit of every latentgp model (``model.fit(...)`` calls it); returns ``model``.
+
+    Resolved here, once, for every model: the data (arrays ``X`` ``(N, D)`` and ``y``
+    ``(N,)``/``(N, P)``, or an out-of-core source ``fit(model, ShardedArrays(path))`` over
+    ``.npy`` shards or Parquet), the arguments against the model's defaults
+    (:meth:`~latentgp.models.base.GPModel.fit_defaults`), the seed (all seeded work runs
+    in :func:`latentgp.rng.seeded_scope`: the caller's global random state is the same
+    after the fit as before, and a seed gives the same result every time), the process
+    group, checkpoints, callbacks (early stopping is a callback:
+    :class:`~latentgp.training.EarlyStopping`), the progress bar and the history
+    (``model.history_``, with raised jitter in its events).  What a step *is* comes from
+    the plan registered for the model's class (:mod:`latentgp.training.tasks`: the
+    gradient plan below, SEP's sites, QSGP's sparse rows).
+
+    Parameters
+    ----------
+    batch_size: minibatch size B (default: the model's; with W processes, the global batch).
+    epochs: passes over the data; exactly ``epochs * ceil(N / B)`` steps are taken.
+    max_steps: number of steps if ``epochs`` is not given (default: the model's).
+    lr, optimizer: learning rate and optimiser name (defaults: the model's); the gradient
+        plan takes ``"adam"``, ``"adadelta"``, ``"sgd"`` or ``"lbfgs"`` (full batch only).
+    optimizer_kwargs: extra keyword arguments of the optimiser (see
+        :func:`latentgp.training.optim.make_optimizer`).
+    progress: show a progress bar (None: only on an interactive terminal; rank 0 only).
+    seed: seeds initial values, shuffling and Monte Carlo draws.
+    tol: stop when the relative change of the per-epoch mean objective stays below
+        ``tol`` for 3 epochs (full batch: per step).
+    callbacks: each called after every step with a dict (step, epoch, objective, model,
+        seconds); returning True stops training.
+    checkpoint: file to write checkpoints to (atomically), every ``checkpoint_every``
+        steps and/or ``checkpoint_seconds`` seconds, and at the end or on Ctrl-C.
+    resume: continue from ``checkpoint`` if it exists; the result then matches an
+        uninterrupted run with the same arguments and seed.
+    process_group: SEP's sharded mode (each process passes its own shard); every other
+        run is data-parallel in the default ``torch.distributed`` group when one with
+        more than one process is initialised.
+    """
+    build, streams = plan_builder(model)
+    data = _resolve_data(model, X, y, streams)
+    opts = _resolve_options(
+        model,
+        data.num_rows,
+        batch_size=batch_size,
+        epochs=epochs,
+        max_steps=max_steps,
+        lr=lr,
+        optimizer=optimizer,
+        optimizer_kwargs=optimizer_kwargs,
+        seed=seed,
+        tol=tol,
+        checkpoint=checkpoint,
+        resume=resume,
+        process_group=process_group,
+    )
+    with seeded_scope(seed, [getattr(model, "device_", None)]), JitterLog() as jitter_log:
+        plan = build(model, data, opts)
+        model.train()
+        model.clear_prediction_cache()
+        history = run_loop(
+            plan.task,
+            plan.sampler,
+            plan.total,
+            desc=plan.desc,
+            progress=progress,
+            tol=plan.tol,
+            callbacks=callbacks,
+            model=model,
+            objective_offset=plan.objective_offset,
+            objective_scale=plan.objective_scale,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            checkpoint_seconds=checkpoint_seconds,
+            resume=resume,
+            fingerprint=plan.fingerprint,
+            rank=plan.rank,
+            stacklevel=4,
+        )
+        model.history_ = history
+        if plan.finish is not None:
+            plan.finish()
+    if jitter_log.count:
+        history.events.append(
+            f"jitter raised: {jitter_log.count} Cholesky factorisation(s) needed more than "
+            f"the default jitter, up to relative jitter {jitter_log.largest:.1e}"
+        )
+    model.clear_prediction_cache()
+    model.eval()
+    return model
+
+
+register_plan(GPModel, gradient_plan, streams=True)

@@ -209,29 +209,10 @@ def run_loop(
     steps_per_epoch = sampler.steps_per_epoch
     fingerprint = dict(fingerprint or {})
     history = FitHistory()
+    conv = _Convergence(tol, patience)
     step = 0
-    epoch_values: list[float] = []
-    prev_epoch_mean: float | None = None
-    calm = 0
     if resume and checkpoint is not None and os.path.exists(checkpoint):
-        ck = load_checkpoint(checkpoint)
-        if ck.get("fingerprint") != fingerprint:
-            raise ValueError(
-                f"checkpoint {checkpoint} belongs to a different run "
-                f"({ck.get('fingerprint')}), not this one ({fingerprint})"
-            )
-        task.load_state_dict(ck)
-        sampler.load(ck["sampler"])
-        torch.set_rng_state(ck["torch_rng"])
-        step = int(ck["step"])
-        history.objective = list(ck["history"]["objective"])
-        history.events = list(ck["history"]["events"])
-        history.events.append(f"resumed from {checkpoint} at step {step}")
-        loop = ck.get("loop")
-        if loop is not None:  # early-stopping state (absent in older checkpoints)
-            epoch_values = [float(v) for v in loop["epoch_values"]]
-            prev_epoch_mean = None if loop["prev"] is None else float(loop["prev"])
-            calm = int(loop["calm"])
+        step = _resume(checkpoint, fingerprint, task, sampler, history, conv)
 
     def write_checkpoint() -> None:
         if checkpoint is None or rank != 0:
@@ -245,7 +226,7 @@ def run_loop(
                 "sampler": sampler.state(),
                 "torch_rng": torch.get_rng_state(),
                 "history": {"objective": history.objective, "events": history.events},
-                "loop": {"epoch_values": epoch_values, "prev": prev_epoch_mean, "calm": calm},
+                "loop": conv.state(),
             },
         )
 
@@ -263,34 +244,22 @@ def run_loop(
             # rewinds to them, so a resumed run takes this very step again
             before = (sampler.state(), torch.get_rng_state())
             in_flight = True
-            idx = sampler.next()
-            try:
-                value, ok = task.step(step, idx)
-                ok = bool(ok) and math.isfinite(value)
-            except task.failure_errors as err:
-                ok, value = False, float("nan")
-                history.events.append(f"step {step}: {err}")
+            value, ok = _take_step(task, step, sampler.next(), history)
             if not ok:
                 consecutive += 1
-                msg = task.recover(step)
-                history.events.append(msg)
-                if task.warn_on_failure:
-                    warnings.warn(msg, TrainingWarning, stacklevel=stacklevel)
-                if consecutive >= max_failures:
-                    raise FloatingPointError(task.give_up(consecutive))
+                _repair(task, step, consecutive, max_failures, history, stacklevel + 1)
             else:
                 consecutive = 0
                 history.objective.append(value + objective_offset)
-                epoch_values.append(value)
+                conv.add(value)
                 if (step + 1) % snapshot_every == 0:
                     task.take_snapshot()
             step += 1
             in_flight = False
             bar.update(1, items=sampler.B, objective=(value + objective_offset) * objective_scale)
             now = time.perf_counter()
-            if checkpoint is not None and (
-                (checkpoint_every and step % checkpoint_every == 0)
-                or (checkpoint_seconds and now - last_ck >= checkpoint_seconds)
+            if checkpoint is not None and _checkpoint_due(
+                step, now - last_ck, checkpoint_every, checkpoint_seconds
             ):
                 write_checkpoint()
                 last_ck = now
@@ -304,16 +273,9 @@ def run_loop(
             if any(cb(info) for cb in callbacks):
                 history.stopped = "callback"
                 break
-            if tol is not None and (step % steps_per_epoch == 0) and epoch_values:
-                mean = sum(epoch_values) / len(epoch_values)
-                epoch_values = []
-                if prev_epoch_mean is not None:
-                    rel = abs(mean - prev_epoch_mean) / max(abs(prev_epoch_mean), 1e-12)
-                    calm = calm + 1 if rel < tol else 0
-                    if calm >= patience:
-                        history.stopped = f"converged (relative change < {tol:g})"
-                        break
-                prev_epoch_mean = mean
+            if step % steps_per_epoch == 0 and conv.end_of_epoch():
+                history.stopped = f"converged (relative change < {tol:g})"
+                break
     except KeyboardInterrupt:
         # the step in flight was not applied: the state is the last completed step's
         if in_flight:
@@ -333,17 +295,123 @@ def run_loop(
         history.steps = step
         history.epochs = step / steps_per_epoch
         history.seconds = time.perf_counter() - t0
-    if not history.stopped:
-        history.stopped = "step budget reached"
+    history.stopped = history.stopped or "step budget reached"
     if not history.stopped.startswith("interrupted"):
-        # callbacks with a finish hook (EarlyStopping restores its best parameters)
         last = {"step": step, "epoch": step / steps_per_epoch, "model": model,
                 "seconds": history.seconds}
-        for cb in callbacks:
-            finish = getattr(cb, "finish", None)
-            message = finish(last) if finish is not None else None
-            if message:
-                history.events.append(message)
+        _finish_callbacks(callbacks, last, history)
         if checkpoint is not None:
             write_checkpoint()
     return history
+
+
+def _checkpoint_due(
+    step: int, since: float, every: int | None, seconds: float | None
+) -> bool:
+    """Whether a periodic checkpoint is due after ``step`` steps, ``since`` seconds after
+    the last one."""
+    return bool((every and step % every == 0) or (seconds and since >= seconds))
+
+
+class _Convergence:
+    """The ``tol``/``patience`` rule on per-epoch mean objectives, with its checkpointed
+    state (the current epoch's values, the previous epoch's mean, calm epochs in a row)."""
+
+    def __init__(self, tol: float | None, patience: int) -> None:
+        self.tol, self.patience = tol, patience
+        self.values: list[float] = []
+        self.prev: float | None = None
+        self.calm = 0
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+
+    def end_of_epoch(self) -> bool:
+        """Close an epoch; True when the run has converged."""
+        if self.tol is None or not self.values:
+            return False
+        mean = sum(self.values) / len(self.values)
+        self.values = []
+        if self.prev is not None:
+            rel = abs(mean - self.prev) / max(abs(self.prev), 1e-12)
+            self.calm = self.calm + 1 if rel < self.tol else 0
+            if self.calm >= self.patience:
+                return True
+        self.prev = mean
+        return False
+
+    def state(self) -> dict[str, Any]:
+        return {"epoch_values": self.values, "prev": self.prev, "calm": self.calm}
+
+    def load(self, loop: dict[str, Any]) -> None:
+        self.values = [float(v) for v in loop["epoch_values"]]
+        self.prev = None if loop["prev"] is None else float(loop["prev"])
+        self.calm = int(loop["calm"])
+
+
+def _resume(
+    checkpoint: str | os.PathLike,
+    fingerprint: dict[str, Any],
+    task: StepTask,
+    sampler: Sampler,
+    history: FitHistory,
+    conv: _Convergence,
+) -> int:
+    """Load a checkpoint into the task, sampler, torch's random state, the history and
+    the convergence rule; returns the step to continue from."""
+    ck = load_checkpoint(checkpoint)
+    if ck.get("fingerprint") != fingerprint:
+        raise ValueError(
+            f"checkpoint {checkpoint} belongs to a different run "
+            f"({ck.get('fingerprint')}), not this one ({fingerprint})"
+        )
+    task.load_state_dict(ck)
+    sampler.load(ck["sampler"])
+    torch.set_rng_state(ck["torch_rng"])
+    step = int(ck["step"])
+    history.objective = list(ck["history"]["objective"])
+    history.events = list(ck["history"]["events"])
+    history.events.append(f"resumed from {checkpoint} at step {step}")
+    loop = ck.get("loop")
+    if loop is not None:  # early-stopping state (absent in older checkpoints)
+        conv.load(loop)
+    return step
+
+
+def _take_step(
+    task: StepTask, step: int, idx: torch.Tensor | None, history: FitHistory
+) -> tuple[float, bool]:
+    """``task.step``; an error of ``task.failure_errors`` is a failed step (recorded)."""
+    try:
+        value, ok = task.step(step, idx)
+        return value, bool(ok) and math.isfinite(value)
+    except task.failure_errors as err:
+        history.events.append(f"step {step}: {err}")
+        return float("nan"), False
+
+
+def _repair(
+    task: StepTask,
+    step: int,
+    consecutive: int,
+    max_failures: int,
+    history: FitHistory,
+    stacklevel: int,
+) -> None:
+    """Undo a failed step (recorded and warned); give up after ``max_failures`` in a row."""
+    msg = task.recover(step)
+    history.events.append(msg)
+    if task.warn_on_failure:
+        warnings.warn(msg, TrainingWarning, stacklevel=stacklevel)
+    if consecutive >= max_failures:
+        raise FloatingPointError(task.give_up(consecutive))
+
+
+def _finish_callbacks(callbacks: Sequence[Any], last: dict[str, Any], history: FitHistory) -> None:
+    """Callbacks with a ``finish(info)`` hook (EarlyStopping restores its best parameters);
+    a message they return goes into the history's events."""
+    for cb in callbacks:
+        finish = getattr(cb, "finish", None)
+        message = finish(last) if finish is not None else None
+        if message:
+            history.events.append(message)
