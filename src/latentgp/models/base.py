@@ -18,6 +18,7 @@ engine reaches the model only through the public hooks of the "training contract
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import tempfile
@@ -65,12 +66,21 @@ def set_fit_engine(engine: Callable[..., Any]) -> None:
     _FIT_ENGINE[:] = [engine]
 
 
+#: The module that registers the default engine when it is imported.  Models name it here
+#: instead of importing it, so that the model layer does not depend on the training layer
+#: (and ``import latentgp`` stays lazy: the CLI starts without torch).
+DEFAULT_FIT_ENGINE_MODULE = "latentgp.training"
+
+
 def fit_engine() -> Callable[..., Any]:
-    """The registered fit engine.  Importing any part of latentgp imports the package,
-    whose ``__init__`` imports ``latentgp.training``, so the engine is always there."""
+    """The registered fit engine; on first use without one, the default engine's module
+    (:data:`DEFAULT_FIT_ENGINE_MODULE`) is imported, which registers it."""
+    if not _FIT_ENGINE:
+        importlib.import_module(DEFAULT_FIT_ENGINE_MODULE)
     if not _FIT_ENGINE:
         raise RuntimeError(
-            "no fit engine is registered: import latentgp.training (import latentgp does)"
+            f"no fit engine is registered: importing {DEFAULT_FIT_ENGINE_MODULE} did not "
+            "register one"
         )
     return _FIT_ENGINE[0]
 
