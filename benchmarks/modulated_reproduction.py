@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 import torch
+from machine import file_provenance, stamp
 
 import latentgp as lg
 from latentgp.metrics import nlpd_samples
@@ -82,10 +83,15 @@ def machine() -> dict:
     }
 
 
-def save_raw(part: str, rows: list) -> None:
+def save_raw(part: str, rows: list, resumed: bool = False) -> None:
+    """Write ``<part>.json`` with the run's provenance; ``resumed`` (rows kept from the
+    file on disk) keeps the file's earlier provenance under ``provenance["previous"]``."""
     os.makedirs(RAW, exist_ok=True)
-    with open(os.path.join(RAW, f"{part}.json"), "w") as fh:
-        json.dump({"machine": machine(), "argv": sys.argv, "rows": rows}, fh, indent=1)
+    path = os.path.join(RAW, f"{part}.json")
+    obj = {"machine": machine(), "argv": sys.argv, "rows": rows}
+    stamp(obj, earlier=file_provenance(path) if resumed else None)
+    with open(path, "w") as fh:
+        json.dump(obj, fh, indent=1)
 
 
 def build(name: str, M: int, dataset: str | None = None, toy: bool = False, S: int = 10):
@@ -271,7 +277,7 @@ def run_uci(args) -> None:
                     )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-                save_raw(part, rows)
+                save_raw(part, rows, resumed=args.resume)
 
 
 # ----------------------------------------------------------------------- digits --

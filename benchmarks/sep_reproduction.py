@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 import torch
+from machine import stamp
 
 import latentgp as lg
 
@@ -98,7 +99,7 @@ def _save(part: str, obj) -> None:
     os.makedirs(RAW, exist_ok=True)
     tmp = os.path.join(RAW, f".{part}.json.tmp")
     with open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=1)
+        json.dump(stamp(obj), fh, indent=1)  # a resumed part keeps its earlier records
     os.replace(tmp, os.path.join(RAW, f"{part}.json"))
 
 

@@ -28,6 +28,7 @@ import latentgp as lg
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import modulated_reproduction as mr  # noqa: E402
+from machine import stamp  # noqa: E402
 
 
 def main() -> None:
@@ -100,7 +101,7 @@ def main() -> None:
     name = "slgp_diagnostic_early_stop.json" if args.early_stop else "slgp_diagnostic.json"
     os.makedirs(mr.RAW, exist_ok=True)
     with open(os.path.join(mr.RAW, name), "w") as fh:
-        json.dump(out, fh, indent=1)
+        json.dump(stamp(out), fh, indent=1)
     mr.report()  # the page shows the diagnostic beside the reproduction
 
 
