@@ -862,7 +862,7 @@ def report() -> None:
             "| --- | --- | --- |",
         ]
         for k, v in dg.items():
-            if isinstance(v, dict):
+            if isinstance(v, dict) and k != "provenance":
                 lines.append(f"| {k} | {v['log_Z']:.4f} | {v['nll']:.4f} |")
         lines += [
             "",
