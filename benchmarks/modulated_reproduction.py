@@ -322,10 +322,8 @@ def run_digits(args) -> None:
         }
         if not name.startswith("SVGP"):
             Xg = np.repeat(np.eye(10), 8, axis=0)
-            with torch.no_grad():
-                m, _ = model._components(model._check_X(Xg), model.prediction_cache(), K=1, seed=1)
-                m, _ = model._unscale(m, m)
-            np.save(os.path.join(RAW, f"digits_{dw}.npy"), m[0].cpu().numpy())
+            m, _ = model.predict_components(Xg, num_samples=1, seed=1)
+            np.save(os.path.join(RAW, f"digits_{dw}.npy"), m[0])
         rows.append(row)
         print(json.dumps(row), flush=True)
         save_raw("digits", rows)

@@ -765,7 +765,7 @@ def run_digits8m(args):
             GPModel.fit(
                 model,
                 src,
-                callbacks=(model._next_draws,),
+                callbacks=(model.advance_draws,),
                 optimizer="adam",
                 lr=args.digits_lr,
                 batch_size=args.batch,

@@ -68,12 +68,11 @@ def main() -> None:
         with torch.no_grad():
             lpd_te = np.asarray(m.log_predictive_density(Xte, ds.y_test))
             lpd_tr = np.asarray(m.log_predictive_density(Xtr, ytr))
-            Xt = torch.as_tensor(Xte, dtype=torch.float64)
-            _, var_p = m._w_prior(Xt)
+            _, var_p = m.predict_latent(Xte)  # p(w|x): mean, variance
             nu = float(m.likelihood.variance) * float(m.y_scale[0]) ** 2
         row = {"step": step, "test_nll": -float(lpd_te.mean()),
                "train_nll": -float(lpd_tr.mean()), "nu_eps": nu,
-               "pw_sd_median": float(var_p.sqrt().median()),
+               "pw_sd_median": float(torch.as_tensor(var_p).sqrt().median()),
                "worst_test_nll": sorted((-lpd_te).tolist())[-5:]}
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -405,7 +405,7 @@ def _time_ours(method: str, Xtr, ytr, Z0, init, reps: int) -> list[float]:
     m.fit(Xtr[:500], ytr[:500], max_steps=1)  # build on a few rows, then reset
     _set_hypers(m, **init)
     m.Z = Z0
-    X = m._check_X(Xtr)
+    X = torch.as_tensor(Xtr, dtype=m.dtype_)
     y = torch.as_tensor(ytr, dtype=X.dtype)
     N = X.shape[0]
 
