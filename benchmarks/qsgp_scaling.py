@@ -47,7 +47,7 @@ def step_memory(model, X, y) -> int:
     st = model._train_state
     gen = torch.Generator().manual_seed(123)
     Xt = torch.as_tensor(X)
-    yt = model.scale_targets(y)
+    yt = model._scale_y(torch.as_tensor(y))
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         model._step(Xt, yt, Xt.shape[0], 256, gen, 1e-12, "adagrad", None, st["cv"], 0)
     return total[0]
