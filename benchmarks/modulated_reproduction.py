@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 import torch
+from machine import file_provenance, stamp
 
 import latentgp as lg
 from latentgp.metrics import nlpd_samples
@@ -82,10 +83,15 @@ def machine() -> dict:
     }
 
 
-def save_raw(part: str, rows: list) -> None:
+def save_raw(part: str, rows: list, resumed: bool = False) -> None:
+    """Write ``<part>.json`` with the run's provenance; ``resumed`` (rows kept from the
+    file on disk) keeps the file's earlier provenance under ``provenance["previous"]``."""
     os.makedirs(RAW, exist_ok=True)
-    with open(os.path.join(RAW, f"{part}.json"), "w") as fh:
-        json.dump({"machine": machine(), "argv": sys.argv, "rows": rows}, fh, indent=1)
+    path = os.path.join(RAW, f"{part}.json")
+    obj = {"machine": machine(), "argv": sys.argv, "rows": rows}
+    stamp(obj, earlier=file_provenance(path) if resumed else None)
+    with open(path, "w") as fh:
+        json.dump(obj, fh, indent=1)
 
 
 def build(name: str, M: int, dataset: str | None = None, toy: bool = False, S: int = 10):
@@ -271,7 +277,7 @@ def run_uci(args) -> None:
                     )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-                save_raw(part, rows)
+                save_raw(part, rows, resumed=args.resume)
 
 
 # ----------------------------------------------------------------------- digits --
@@ -316,10 +322,8 @@ def run_digits(args) -> None:
         }
         if not name.startswith("SVGP"):
             Xg = np.repeat(np.eye(10), 8, axis=0)
-            with torch.no_grad():
-                m, _ = model._components(model._check_X(Xg), model.prediction_cache(), K=1, seed=1)
-                m, _ = model._unscale(m, m)
-            np.save(os.path.join(RAW, f"digits_{dw}.npy"), m[0].cpu().numpy())
+            m, _ = model.predict_components(Xg, num_samples=1, seed=1)
+            np.save(os.path.join(RAW, f"digits_{dw}.npy"), m[0])
         rows.append(row)
         print(json.dumps(row), flush=True)
         save_raw("digits", rows)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from machine import file_provenance, stamp
 
 import latentgp as lg
 
@@ -119,6 +120,7 @@ def run_table3(args) -> dict:
     tag = f"table3_{args.t3_shard}" if args.t3_shard else "table3"
     path = DATA / f"{tag}.json"
     res: dict = json.loads(path.read_text())["results"] if path.exists() else {}
+    earlier = file_provenance(path)  # the fits kept from the part file keep their origin
     settings = {k: v for k, v in vars(args).items() if k not in ("parts", "datasets")}
     for name in args.t3_names.split(","):
         r = res.setdefault(name, {"qsgp0": [], "svgp": []})
@@ -164,7 +166,8 @@ def run_table3(args) -> dict:
             sec = time.perf_counter() - t
             r["svgp"].append({"split": split, "rmse": rm, "mnlp": nl, "sec": sec})
             print(name, split, "t3 svgp", rm, nl, f"{sec:.0f}s", flush=True)
-            path.write_text(json.dumps({"settings": settings, "results": res}, indent=1))
+            obj = stamp({"settings": settings, "results": res}, earlier=earlier)
+            path.write_text(json.dumps(obj, indent=1))
     return res
 
 
@@ -615,7 +618,7 @@ def main() -> None:
         if part == "table2_svgp" and args.datasets != ",".join(DATASETS):
             tag = f"{part}_{args.datasets.replace(',', '_')}"
         (DATA / f"{tag}.json").write_text(
-            json.dumps({"settings": settings, "results": res}, indent=1)
+            json.dumps(stamp({"settings": settings, "results": res}), indent=1)
         )
     cmd = " ".join(["python"] + [a if a else '""' for a in sys.argv])
     write_page(cmd, args)

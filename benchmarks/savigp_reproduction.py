@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 os.environ.setdefault("LATENTGP_DATA", str(ROOT.parent / "shared" / "data"))
 
+from machine import file_provenance, stamp  # noqa: E402
+
 import latentgp as lg  # noqa: E402
 from latentgp.likelihoods import (  # noqa: E402
     GPRN,
@@ -75,9 +77,13 @@ def _metrics(task, model, Xte, yte):
     return {"er": er, "nlp": float(-lpd.mean())}
 
 
-def _save(name, payload):
+def _save(name, payload, resumed: bool = False):
+    """Write ``<name>.json`` with the run's provenance; ``resumed`` (rows merged with the
+    file on disk) keeps the file's earlier provenance under ``provenance["previous"]``."""
     RAW.mkdir(parents=True, exist_ok=True)
-    (RAW / f"{name}.json").write_text(json.dumps(payload, indent=1))
+    path = RAW / f"{name}.json"
+    stamp(payload, earlier=file_provenance(path) if resumed else None)
+    path.write_text(json.dumps(payload, indent=1))
 
 
 # ============================================================== small-scale grid ==
@@ -101,7 +107,7 @@ def _merged_rows(name: str, rows: list[dict], args) -> list[dict]:
 def _save_rows(name: str, rows: list[dict], args) -> list[dict]:
     """Write the merged rows (:func:`_merged_rows`) and return them."""
     out = _merged_rows(name, rows, args)
-    _save(name, {"rows": out, "args": vars(args)})
+    _save(name, {"rows": out, "args": vars(args)}, resumed=args.resume)
     return out
 
 
@@ -759,7 +765,7 @@ def run_digits8m(args):
             GPModel.fit(
                 model,
                 src,
-                callbacks=(model._next_draws,),
+                callbacks=(model.advance_draws,),
                 optimizer="adam",
                 lr=args.digits_lr,
                 batch_size=args.batch,

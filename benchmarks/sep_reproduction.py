@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 import torch
+from machine import stamp
 
 import latentgp as lg
 
@@ -98,7 +99,7 @@ def _save(part: str, obj) -> None:
     os.makedirs(RAW, exist_ok=True)
     tmp = os.path.join(RAW, f".{part}.json.tmp")
     with open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=1)
+        json.dump(stamp(obj), fh, indent=1)  # a resumed part keeps its earlier records
     os.replace(tmp, os.path.join(RAW, f"{part}.json"))
 
 
@@ -219,10 +220,16 @@ def table1(
 
 
 # ====================================================================== banana --
+BANANA_GRIDS = "banana_grids.npz"  # P(y=1) on the figure's grid per run; not in git (> 1 MB)
+
+
 def banana(quick: bool) -> None:
+    """Fig. 2 stand-in: the summary (NLL, error, learned Z) goes to ``banana.json``, the
+    probability grids behind the figure to ``banana_grids.npz`` (regenerated, not in git)."""
     d = lg.datasets.load("synth")
     Xtr, Xte = _standardize(d.X_train, d.X_test)
     out = {"M": [], "runs": []}
+    grids = {}
     grid = np.stack(np.meshgrid(np.linspace(-2.8, 2.8, 120), np.linspace(-2.8, 2.8, 120)), -1)
     flat = grid.reshape(-1, 2)
     for M in [4, 8, 16, 32, 64] if not quick else [4, 8]:
@@ -242,12 +249,14 @@ def banana(quick: bool) -> None:
                     nll=nll,
                     err=err,
                     Z=model.Z.detach().numpy().tolist(),
-                    p=p.reshape(grid.shape[:2]).tolist(),
                 )
             )
+            grids[f"{method}_{M}"] = p.reshape(grid.shape[:2])
             print(M, method, nll, err, flush=True)
     out["X"], out["y"] = Xtr.tolist(), d.y_train.tolist()
     out["grid"] = [float(grid[0, 0, 0]), float(grid[0, -1, 0]), grid.shape[0]]
+    os.makedirs(RAW, exist_ok=True)
+    np.savez_compressed(os.path.join(RAW, BANANA_GRIDS), **grids)
     _save("banana", out)
 
 
@@ -657,9 +666,11 @@ def report() -> None:
             lines.append(f"| {k} | " + " | ".join(v) + " |")
         lines.append("")
     b = _load("banana")
-    if b:
-        Ms = sorted({r["M"] for r in b["runs"]})
-        methods = ["SEP", "GFITC", "SVGP"]
+    grids_path = os.path.join(RAW, BANANA_GRIDS)
+    Ms = sorted({r["M"] for r in b["runs"]}) if b else []
+    methods = ["SEP", "GFITC", "SVGP"]
+    if b and os.path.exists(grids_path):  # else the committed figure stays as it is
+        grids = np.load(grids_path)
         fig, axes = plt.subplots(3, len(Ms), figsize=(3 * len(Ms), 9), squeeze=False)
         X, y = np.array(b["X"]), np.array(b["y"])
         lo, hi, n = b["grid"]
@@ -669,7 +680,7 @@ def report() -> None:
                 ax = axes[i, j]
                 r = next(r for r in b["runs"] if r["M"] == M and r["method"] == m)
                 ax.scatter(X[:, 0], X[:, 1], c=y, s=6, cmap="coolwarm", alpha=0.5)
-                ax.contour(g, g, np.array(r["p"]), levels=[0.5], colors="k")
+                ax.contour(g, g, grids[f"{m}_{M}"], levels=[0.5], colors="k")
                 Z = np.array(r["Z"])
                 ax.scatter(Z[:, 0], Z[:, 1], marker="x", c="k", s=30)
                 ax.set_xlim(lo, hi)
@@ -680,6 +691,7 @@ def report() -> None:
         fig.tight_layout()
         fig.savefig(os.path.join(OUT, "sep_banana.png"), dpi=80)
         plt.close(fig)
+    if b:
         lines += [
             "## Decision boundaries and inducing inputs (seed Fig. 2)",
             "",
@@ -689,6 +701,10 @@ def report() -> None:
             "line: P(y=1) = 0.5; crosses: learned inducing inputs.",
             "",
             "![banana](sep_banana.png)",
+            "",
+            "The probability grids behind the figure are not kept in git (over 1 MB): "
+            "`python benchmarks/sep_reproduction.py --parts banana` regenerates them in "
+            f"`docs/results/sep_raw/{BANANA_GRIDS}` with `banana.json` and the figure.",
             "",
             "| M | " + " | ".join(f"{m} NLL / err" for m in methods) + " |",
             "| --- | --- | --- | --- |",
@@ -846,7 +862,7 @@ def report() -> None:
             "| --- | --- | --- |",
         ]
         for k, v in dg.items():
-            if isinstance(v, dict):
+            if isinstance(v, dict) and k != "provenance":
                 lines.append(f"| {k} | {v['log_Z']:.4f} | {v['nll']:.4f} |")
         lines += [
             "",

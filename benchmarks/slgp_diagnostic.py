@@ -28,6 +28,7 @@ import latentgp as lg
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import modulated_reproduction as mr  # noqa: E402
+from machine import stamp  # noqa: E402
 
 
 def main() -> None:
@@ -67,12 +68,11 @@ def main() -> None:
         with torch.no_grad():
             lpd_te = np.asarray(m.log_predictive_density(Xte, ds.y_test))
             lpd_tr = np.asarray(m.log_predictive_density(Xtr, ytr))
-            Xt = torch.as_tensor(Xte, dtype=torch.float64)
-            _, var_p = m._w_prior(Xt)
+            _, var_p = m.predict_latent(Xte)  # p(w|x): mean, variance
             nu = float(m.likelihood.variance) * float(m.y_scale[0]) ** 2
         row = {"step": step, "test_nll": -float(lpd_te.mean()),
                "train_nll": -float(lpd_tr.mean()), "nu_eps": nu,
-               "pw_sd_median": float(var_p.sqrt().median()),
+               "pw_sd_median": float(torch.as_tensor(var_p).sqrt().median()),
                "worst_test_nll": sorted((-lpd_te).tolist())[-5:]}
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -100,7 +100,7 @@ def main() -> None:
     name = "slgp_diagnostic_early_stop.json" if args.early_stop else "slgp_diagnostic.json"
     os.makedirs(mr.RAW, exist_ok=True)
     with open(os.path.join(mr.RAW, name), "w") as fh:
-        json.dump(out, fh, indent=1)
+        json.dump(stamp(out), fh, indent=1)
     mr.report()  # the page shows the diagnostic beside the reproduction
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from machine import cpu_model
+from machine import cpu_model, package_version, provenance, stamp
 
 import latentgp as lg
 from latentgp.inducing import kmeans_pp
@@ -219,7 +219,7 @@ def run_toy(quick: bool) -> dict:
     fig.savefig(OUT / "sparse_toy_vs_M.png", dpi=90)
     plt.close(fig)
     res["facts"] = machine_facts()
-    TOY_JSON.write_text(json.dumps(res, indent=1, default=float))
+    TOY_JSON.write_text(json.dumps(stamp(res), indent=1, default=float))
     return res
 
 
@@ -254,7 +254,7 @@ def run_toy_random(quick: bool) -> dict:
     fig.tight_layout()
     fig.savefig(OUT / "sparse_toy_randomZ.png", dpi=90)
     plt.close(fig)
-    (OUT / "sparse_toy_random.json").write_text(json.dumps(out, indent=1))
+    (OUT / "sparse_toy_random.json").write_text(json.dumps(stamp(out), indent=1))
     return out
 
 
@@ -285,7 +285,16 @@ def _load_cache() -> list[dict]:
     return [json.loads(line) for line in CACHE.read_text().splitlines() if line.strip()]
 
 
+@functools.cache
+def gpflow_version() -> str | None:
+    """GPflow's version in ``.venv-gpflow`` (None without that environment)."""
+    return package_version("gpflow", str(GPFLOW_PY)) if GPFLOW_PY.exists() else None
+
+
 def _append(rec: dict) -> None:
+    """Append one record, with its provenance (and GPflow's version on GPflow rows)."""
+    peers = {"gpflow": gpflow_version()} if rec.get("model", "").startswith("gpflow") else None
+    rec = {**rec, "provenance": provenance(peers=peers)}
     with open(CACHE, "a") as fh:
         fh.write(json.dumps(rec) + "\n")
     print(json.dumps(rec), flush=True)
@@ -396,7 +405,7 @@ def _time_ours(method: str, Xtr, ytr, Z0, init, reps: int) -> list[float]:
     m.fit(Xtr[:500], ytr[:500], max_steps=1)  # build on a few rows, then reset
     _set_hypers(m, **init)
     m.Z = Z0
-    X = m._check_X(Xtr)
+    X = torch.as_tensor(Xtr, dtype=m.dtype_)
     y = torch.as_tensor(ytr, dtype=X.dtype)
     N = X.shape[0]
 
@@ -436,6 +445,7 @@ def run_eval_speed(quick: bool) -> None:
         print(json.dumps(case), flush=True)
         out["cases"].append(case)
     out["load_average_after"] = list(os.getloadavg())
+    stamp(out, peers={"gpflow": gpflow_version()})
     (OUT / "sparse_eval_speed.json").write_text(json.dumps(out, indent=1))
 
 

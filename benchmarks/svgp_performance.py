@@ -28,6 +28,7 @@ import time
 import numpy as np
 import torch
 from machine import describe as describe_machine
+from machine import package_version, stamp
 
 import latentgp as lg
 from latentgp.inducing import kmeans_pp
@@ -343,7 +344,19 @@ def _write(args, rows, gemm) -> None:
     with open(args.out, "w") as fh:
         fh.write("\n".join(lines) + "\n")
     with open(os.path.splitext(args.out)[0] + ".json", "w") as fh:
-        json.dump({"gemm": gemm, "rows": rows}, fh, indent=1)
+        json.dump(stamp({"gemm": gemm, "rows": rows}, peers=peer_versions(rows)), fh, indent=1)
+
+
+def peer_versions(rows: list[dict]) -> dict[str, str | None]:
+    """Versions of the peer libraries the rows compare with (GPflow's from its venv)."""
+    libs = {lib for r in rows for lib in r["results"]}
+    out: dict[str, str | None] = {}
+    if "GPyTorch" in libs:
+        out["gpytorch"] = package_version("gpytorch")
+    if "GPflow" in libs:
+        gpflow_py = os.path.join(ROOT, ".venv-gpflow", "bin", "python")
+        out["gpflow"] = package_version("gpflow", gpflow_py)
+    return out
 
 
 if __name__ == "__main__":

@@ -233,6 +233,17 @@ class GPModel(nn.Module):
     def _log_scale_sum(self) -> float:
         return float(self.y_scale.log().sum()) if self._uses_scaling() else 0.0
 
+    def scale_targets(self, y: Any) -> torch.Tensor:
+        """``y`` in training units: the targets checked as :meth:`fit` checks them and,
+        when the model standardises targets, centred and divided by ``y_mean`` /
+        ``y_scale`` (set by :meth:`initialize` or the first fit).
+
+        This is the ``y`` that :meth:`objective` takes, for evaluating or timing the
+        training objective outside :meth:`fit`.
+        """
+        self._require_built()
+        return self._scale_y(self._check_y(y, len(y)))
+
     # ------------------------------------------------------------------- training --
     def objective(self, X: torch.Tensor, y: torch.Tensor, num_data: int) -> torch.Tensor:
         """Unbiased estimate of the training objective from a batch (scaled targets)."""

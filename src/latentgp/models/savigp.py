@@ -425,6 +425,13 @@ class SAVIGP(InducingInputs, GPModel):
     def _next_draws(self, info=None) -> None:
         self._sample_seed += 1
 
+    def advance_draws(self, info: Any = None) -> None:
+        """Move the Monte Carlo draws to the next stream, as :meth:`fit` does after every
+        optimiser step (draws stay fixed within a step).  Takes the callback argument, so
+        it can be given as a callback when another loop drives the training steps.
+        """
+        self._next_draws(info)
+
     def _eval_log_lik(self, y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
         """``log p(y_n | f)`` for ``f`` ``(S, K, B, Q)``, returns ``(S, K, B)``."""
         fin = f[..., 0] if (self.likelihood.latent_dim == 1 and f.shape[-1] == 1) else f

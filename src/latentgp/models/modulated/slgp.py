@@ -297,6 +297,27 @@ class SLGP(ModulatedGP):
             y = m + v.sqrt() * torch.randn(tuple(m.shape), generator=gen).to(m)
         return self._squeeze(y).cpu().numpy()
 
+    def predict_components(
+        self, X: Any, num_samples: int | None = None, seed: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The Gaussian components of the predictive mixture, in the targets' units.
+
+        For each of ``num_samples`` (default ``num_predict_samples``) seeded draws of the
+        latent input ``w ~ p(w|x)`` and encoding ``h``, the mean and variance of ``y``:
+        arrays ``(K, N, P)``.  :meth:`predict_y` mixes them with equal weights.
+        """
+        self._require_built()
+        K = self.num_predict_samples if num_samples is None else num_samples
+        K = check_positive_int(K, "num_samples")
+        Xt = self._check_X(X)
+        Lzz = self.prediction_cache()
+        rows = max(1, int(2e7 // (K * (self.output_dim or 1) * self.num_inducing)))
+        with torch.no_grad():
+            m, v = self._unscale(
+                *chunked(lambda xc: self._components(xc, Lzz, K=K, seed=seed), Xt, rows=rows, dim=1)
+            )
+        return m.cpu().numpy(), v.cpu().numpy()
+
     def predict_latent(self, X: Any):
         """Deprecated name of :meth:`predict_latent_input` (``predict_latent`` means the
         marginals of the latent GPs in the other modulated models)."""
