@@ -3,11 +3,14 @@
 Issue 22 moved every inducing-point model onto one conditional (``variational.strategy``)
 and one prediction module.  This harness times, for each configuration below, one
 training step (objective + gradient, the step the fit loop takes) and one prediction pass,
-in two source trees: ``--before`` and ``--after`` (each a checkout's ``src``).  Each tree
-runs in its own worker process; the workers alternate repetition by repetition so both
-see the same machine state, and the page reports the ratio of medians (after / before).
+in two source trees: ``--before`` (a git revision, checked out into a temporary worktree,
+or a ``src`` folder; default aa222fc, the last commit before the restructuring) and
+``--after`` (default this checkout's ``src``).  Each tree runs in its own worker process;
+the workers alternate repetition by repetition so both see the same machine state, and the
+page reports the ratio of medians (after / before).
 
-    .venv/bin/python benchmarks/core_step_speed.py --before /tmp/old/src --after src
+    .venv/bin/python benchmarks/core_step_speed.py                  # aa222fc against src
+    .venv/bin/python benchmarks/core_step_speed.py --before HEAD~5 --configs shgp_M100_B512
 
 Writes docs/results/core_step_speed.md and .json (with provenance).
 """
@@ -17,10 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
-import time
+import tempfile
+
+from machine import provenance
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -53,10 +57,12 @@ y = (f > 0).astype(float) if kind == "bin" else f + 0.1 * rng.normal(size=N)
 model = eval(ctor)
 model.fit(X, y, max_steps=2, progress=False, seed=0)
 Xt = torch.as_tensor(X)
-yt = torch.as_tensor(y)
 out = {}
 if kind != "bin":
-    ys = model._scale_y(model._check_y(yt, N)) if hasattr(model, "_scale_y") else yt
+    if hasattr(model, "scale_targets"):
+        ys = model.scale_targets(y)
+    else:  # trees from before the public hook
+        ys = model._scale_y(model._check_y(torch.as_tensor(y), N))
     xb, yb = Xt[:B], ys[:B]
     params = [p for p in model.parameters() if p.requires_grad]
     def step():
@@ -87,38 +93,47 @@ def run_worker(src: str, cfg: list, threads: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def provenance(before: str, after: str) -> dict:
-    import numpy
-    import torch
+def commit_of(path: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
-    def commit(path: str) -> str:
-        try:
-            return subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"],
-                                  capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return "unknown"
 
-    sys.path.insert(0, HERE)
-    from machine import describe
-
-    return {
-        "before_commit": commit(before), "after_commit": commit(after),
-        "torch": torch.__version__, "numpy": numpy.__version__,
-        "python": platform.python_version(), "cpu": describe(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-    }
+def source_tree(spec: str, tmp: str) -> str:
+    """A ``src`` folder for ``spec``: the folder itself, or a worktree of that revision."""
+    if os.path.isdir(spec):
+        return os.path.abspath(spec)
+    dest = os.path.join(tmp, "tree")
+    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", dest, spec],
+                   check=True, capture_output=True)
+    return os.path.join(dest, "src")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", required=True, help="src folder of the old tree")
+    ap.add_argument("--before", default="aa222fc", help="git revision or src folder")
     ap.add_argument("--after", default=os.path.join(ROOT, "src"))
+    ap.add_argument("--quick", action="store_true", help="two configurations, one repetition")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--out", default=os.path.join(RESULTS, "core_step_speed.md"))
     args = ap.parse_args()
+    if args.quick:
+        args.reps, args.configs = 1, "svgp_M256_B1024,shgp_M100_B512"
+    with tempfile.TemporaryDirectory() as tmp:
+        before = source_tree(args.before, tmp)
+        try:
+            run(args, before)
+        finally:
+            if not os.path.isdir(args.before):
+                subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force",
+                                os.path.dirname(before)], capture_output=True)
+
+
+def run(args: argparse.Namespace, before_src: str) -> None:
     rows = []
     for name in args.configs.split(","):
         ctor, N, B, kind = CONFIGS[name]
@@ -126,7 +141,8 @@ def main() -> None:
         res = {"before": [], "after": []}
         for _ in range(args.reps):
             for side in ("before", "after"):
-                res[side].append(run_worker(getattr(args, side), cfg, args.threads))
+                src = before_src if side == "before" else args.after
+                res[side].append(run_worker(src, cfg, args.threads))
         row = {"config": name, "threads": args.threads}
         for key in ("step_ms", "predict_ms"):
             if key in res["before"][0]:
@@ -135,17 +151,20 @@ def main() -> None:
                 row[key] = {"before": b, "after": a, "ratio": a / b}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    prov = provenance(os.path.dirname(os.path.abspath(args.before)),
-                      os.path.dirname(os.path.abspath(args.after)))
+    prov = provenance()
+    prov["before_commit"] = commit_of(os.path.dirname(before_src))
+    prov["after_commit"] = commit_of(os.path.dirname(os.path.abspath(args.after)))
     base = os.path.splitext(args.out)[0]
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(base + ".json", "w") as fh:
         json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
     lines = [
         "# Step and prediction time before and after the one-core restructuring", "",
         f"Command: `{prov['command']}`  ",
         f"Before: commit {prov['before_commit']}; after: commit {prov['after_commit']}; "
-        f"torch {prov['torch']}, numpy {prov['numpy']}, Python {prov['python']}; "
-        f"{prov['cpu']}; {args.threads} thread(s); {prov['date']}.", "",
+        f"torch {prov['versions']['torch']}, numpy {prov['versions']['numpy']}, Python "
+        f"{prov['versions']['python']}; {prov['cpu']}; {args.threads} thread(s) per worker; "
+        f"{prov['date']}.", "",
         "Medians over repetitions, the two trees alternating in separate processes; "
         "ratio = after / before (below 1: faster).  A training step is objective + "
         "gradient on one batch; prediction is `predict_y` on 20,000 points.", "",

@@ -47,7 +47,7 @@ def step_memory(model, X, y) -> int:
 
     gen = torch.Generator().manual_seed(123)
     Xt = torch.as_tensor(X)
-    yt = model._scale_y(torch.as_tensor(y))
+    yt = model.scale_targets(y)
     rows = SparseRowOptimizer("adagrad", 1e-12)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         model.sparse_step(
@@ -58,9 +58,7 @@ def step_memory(model, X, y) -> int:
 
 def param_bytes(model) -> int:
     n = sum(p.numel() * p.element_size() for p in model.parameters())
-    st = model._train_state or {}
-    n += sum(v.numel() * v.element_size() for k, v in st.items() if k.startswith("G_"))
-    return n
+    return n + model.optimizer_state_nbytes()
 
 
 def time_steps(model, X, y, steps: int, reps: int) -> list[float]:

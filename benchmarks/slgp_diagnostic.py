@@ -68,7 +68,7 @@ def main() -> None:
         with torch.no_grad():
             lpd_te = np.asarray(m.log_predictive_density(Xte, ds.y_test))
             lpd_tr = np.asarray(m.log_predictive_density(Xtr, ytr))
-            _, var_p = m.predict_latent(Xte)  # p(w|x): mean, variance
+            _, var_p = m.predict_latent_input(Xte)  # p(w|x): mean, variance
             nu = float(m.likelihood.variance) * float(m.y_scale[0]) ** 2
         row = {"step": step, "test_nll": -float(lpd_te.mean()),
                "train_nll": -float(lpd_tr.mean()), "nu_eps": nu,

@@ -135,6 +135,13 @@ EXPERIMENTS: dict[str, Experiment] = {
             ("docs/results/scale-out.md",),
         ),
         Experiment(
+            "core_step_speed",
+            "core_step_speed.py",
+            "step and prediction time of every family before and after the one-core change",
+            ("docs/results/core_step_speed.md",),
+            results_dir=("--out", "core_step_speed.md"),
+        ),
+        Experiment(
             "exact_gp",
             "exact_gp.py",
             "exact GP up to N = 10^4: objective evaluation, fit and prediction time",

@@ -884,6 +884,12 @@ class QSGP(GPModel):
         self.load_state_dict(state["model"])
         self._train_state = state["train_state"]
 
+    def optimizer_state_nbytes(self) -> int:
+        """Bytes of per-row optimiser state (the sparse AdaGrad sums ``G_*``) kept between
+        steps; 0 before training."""
+        st = self._train_state or {}
+        return sum(v.numel() * v.element_size() for k, v in st.items() if k.startswith("G_"))
+
     def sparse_step(
         self,
         X: Any,
