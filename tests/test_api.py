@@ -102,3 +102,50 @@ def test_smgp_says_that_it_ignores_a_likelihood():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         lg.SMGP(num_inducing=5)
+
+
+def test_config_blocks_do_not_leak_across_threads():
+    """A ``with lg.config(...)`` block in one thread leaves a concurrent thread's settings
+    (and what it computes) alone; a new thread starts from the defaults."""
+    import threading
+
+    seen = {}
+    inside = threading.Event()
+    release = threading.Event()
+
+    def holder():
+        with lg.config(chunk_size=7, num_gauss_hermite=5):
+            seen["holder"] = lg.get_config().chunk_size
+            inside.set()
+            release.wait(5)
+
+    def other():
+        inside.wait(5)
+        seen["other"] = (lg.get_config().chunk_size, lg.get_config().num_gauss_hermite)
+        release.set()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=other)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"holder": 7, "other": (None, 20)}
+    assert lg.get_config().chunk_size is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"num_gauss_hermite": 380},
+        {"num_gauss_hermite": 0},
+        {"chunk_size": 0},
+        {"jitter": -1.0},
+        {"num_mc_samples": 2.5},
+        {"dtype": torch.int64},
+        {"chunk_sizes": 10},
+    ],
+)
+def test_config_values_are_checked(bad):
+    with pytest.raises(ValueError, match="config|unknown config"):
+        with lg.config(**bad):
+            pass

@@ -1,15 +1,21 @@
 """Library-wide numerical defaults: one small frozen config and a context manager.
 
-The only global state in latentgp.  ``get_config()`` returns the active settings;
-``config(...)`` overrides some of them inside a ``with`` block::
+The only global state in latentgp, and it is per context: ``get_config()`` returns the
+settings active in the calling thread (or asyncio task); ``config(...)`` overrides some of
+them inside a ``with`` block::
 
     with latentgp.config(jitter=1e-5):
         model.fit(X, y)
+
+The overrides live in a :class:`contextvars.ContextVar`, so a block in one thread never
+changes what a concurrent thread computes (each new thread starts from the defaults), and
+async tasks see the settings of the context they were created in.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 from collections.abc import Iterator
 
@@ -58,25 +64,52 @@ class Config:
             raise ValueError(
                 f"config marginals must be 'auto', 'solve' or 'quad', got {self.marginals!r}"
             )
+        if not (isinstance(self.dtype, torch.dtype) and self.dtype.is_floating_point):
+            raise ValueError(f"config dtype must be a floating torch dtype, got {self.dtype!r}")
+        if not (isinstance(self.jitter, (int, float)) and 0 < self.jitter < 1):
+            raise ValueError(f"config jitter must be a number in (0, 1), got {self.jitter!r}")
+        _check_int("max_jitter_tries", self.max_jitter_tries, 0, 30)
+        if self.chunk_size is not None:
+            _check_int("chunk_size", self.chunk_size, 1, None)
+        # numpy's Gauss-Hermite rule overflows to NaN weights from about 370 points on
+        _check_int("num_gauss_hermite", self.num_gauss_hermite, 1, MAX_GAUSS_HERMITE)
+        _check_int("num_mc_samples", self.num_mc_samples, 1, None)
 
 
-_active: list[Config] = [Config()]
+#: Largest Gauss-Hermite rule the library builds (its weights stay finite and sum to 1).
+MAX_GAUSS_HERMITE = 300
+
+
+def _check_int(name: str, value: object, low: int, high: int | None) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+    if not ok or (high is not None and value > high):  # type: ignore[operator]
+        upper = "" if high is None else f" and <= {high}"
+        raise ValueError(f"config {name} must be an integer >= {low}{upper}, got {value!r}")
+
+
+_ACTIVE: contextvars.ContextVar[Config] = contextvars.ContextVar(
+    "latentgp_config", default=Config()  # noqa: B039 -- Config is a frozen dataclass
+)
 
 
 def get_config() -> Config:
-    """Return the active :class:`Config`."""
-    return _active[-1]
+    """Return the :class:`Config` active in the calling context (thread / task)."""
+    return _ACTIVE.get()
 
 
 @contextlib.contextmanager
 def config(**overrides: object) -> Iterator[Config]:
-    """Override configuration values inside a ``with`` block."""
-    new = dataclasses.replace(_active[-1], **overrides)  # type: ignore[arg-type]
-    _active.append(new)
+    """Override configuration values inside a ``with`` block (this context only)."""
+    fields = {f.name for f in dataclasses.fields(Config)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(f"unknown config option(s) {unknown}; the options are {sorted(fields)}")
+    new = dataclasses.replace(_ACTIVE.get(), **overrides)  # type: ignore[arg-type]
+    token = _ACTIVE.set(new)
     try:
         yield new
     finally:
-        _active.pop()
+        _ACTIVE.reset(token)
 
 
 def default_dtype(dtype: torch.dtype | None = None) -> torch.dtype:
