@@ -26,6 +26,7 @@ __all__ = [
     "plot_inducing",
     "plot_calibration",
     "plot_reliability",
+    "save_figure",
 ]
 
 _INSTALL_HINT = "plotting needs matplotlib: pip install latentgp[plot]"
@@ -59,7 +60,11 @@ def _figure(ax: Any, figsize: tuple[float, float], dpi: float) -> tuple[Any, Any
 
 
 def save_figure(fig: Any, path: str | os.PathLike | None) -> None:
-    """Save ``fig`` at its own size and dpi, atomically (no partial file on failure)."""
+    """Save ``fig`` at its own size and dpi, atomically (no partial file on failure).
+
+    The format follows the extension of ``path`` (PNG without one); ``None`` saves
+    nothing.  This is what the plot functions' ``path=`` does.
+    """
     if path is None:
         return
     path = os.fspath(path)
