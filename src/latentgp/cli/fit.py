@@ -156,22 +156,12 @@ def fit_rank(args: argparse.Namespace) -> None:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     """Run ``latentgp fit``."""
-    import latentgp as lg
     from latentgp.training import distributed as dist
 
     builder = MODEL_BUILDERS[args.model]
     nproc = getattr(args, "nproc", 1) or 1
     if nproc > 1 and dist.world()[1] == 1:
-        if not builder.distributed:
-            raise CLIError(f"--nproc needs a minibatch model; --model {builder.name} is not one")
-        check_output_path(args.out, "--out")
-        check_output_path(args.metrics, "--metrics")
-        try:
-            dist.spawn(fit_rank, nproc, args)
-        except Exception as err:  # noqa: BLE001 - a worker's error, reported in one line
-            lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
-            raise CLIError(f"a training process failed: {lines[-1] if lines else err}") from None
-        return EXIT_OK
+        return spawn_fit(args, builder, nproc)
     dist.init_from_env()  # started by torchrun: join its process group
     if not dist.is_main():
         args.out = args.metrics = None
@@ -181,15 +171,70 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return cmd_fit_stream(args, builder)
     check_output_path(args.out, "--out")
     check_output_path(args.metrics, "--metrics")
-    # Validate the names before reading (possibly large) data.
+    check_names(args, builder)  # before reading (possibly large) data
+
+    data = load_fit_data(args)
+    n_train = int(data.X_train.shape[0])
+    warn_constant_columns(data)
+    limit = builder.training_limit()
+    if limit is not None and n_train > limit:
+        raise CLIError(
+            f"--model {builder.name} accepts at most {limit} training points, "
+            f"got {n_train}; {builder.too_large_hint}"
+        )
+    lik_name, likelihood = data_likelihood(args, data)
+    record = input_record(args, data, data.task or likelihood.task)
+    X_train = apply_inputs(data.X_train, record)
+    X_test = apply_inputs(data.X_test, record)
+
+    model = builder.build(args, likelihood)
+    history, trace = train_model(
+        args, builder, model, (X_train, data.y_train), (X_test, data.y_test)
+    )
+    record["history"] = history_record(history, trace)
+    metrics = fit_metrics(args, builder, model, history, data, lik_name, (X_train, X_test))
+
+    if args.out:
+        save_model_file(model, args.out, record)
+    if args.metrics:
+        write_json(args.metrics, metrics)
+
+    if args.json:
+        emit_json(args, metrics, model=args.out, metrics=args.metrics)
+        return EXIT_OK
+    report_fit(args, builder, model, history, data.name, lik_name, metrics)
+    return EXIT_OK
+
+
+def spawn_fit(args: argparse.Namespace, builder: ModelBuilder, nproc: int) -> int:
+    """``fit --nproc N``: train in N processes started here (rank 0 writes the outputs)."""
+    from latentgp.training import distributed as dist
+
+    if not builder.distributed:
+        raise CLIError(f"--nproc needs a minibatch model; --model {builder.name} is not one")
+    check_output_path(args.out, "--out")
+    check_output_path(args.metrics, "--metrics")
+    try:
+        dist.spawn(fit_rank, nproc, args)
+    except Exception as err:  # noqa: BLE001 - a worker's error, reported in one line
+        lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+        raise CLIError(f"a training process failed: {lines[-1] if lines else err}") from None
+    return EXIT_OK
+
+
+def check_names(args: argparse.Namespace, builder: ModelBuilder) -> None:
+    """Check the kernel and likelihood names; warn about an --inducing that is ignored."""
+    import latentgp as lg
+
     lg.kernels.kernel_from_name(args.kernel)
     if args.likelihood is not None:
         lg.likelihoods.likelihood_from_name(args.likelihood)
     if args.inducing is not None and not builder.sparse:
         warn(f"--inducing is ignored: --model {builder.name} has no inducing points")
 
-    data = load_fit_data(args)
-    n_train, n_test = int(data.X_train.shape[0]), int(data.X_test.shape[0])
+
+def warn_constant_columns(data: Any) -> None:
+    """Warn about each input column that is constant in the training data."""
     from latentgp.validation import constant_columns
 
     for j in constant_columns(data.X_train):
@@ -197,20 +242,23 @@ def cmd_fit(args: argparse.Namespace) -> int:
             f"input column {data.feature_names[j]!r} is constant ({data.X_train[0, j]:g}) in "
             "the training data and carries no information"
         )
-    limit = builder.training_limit()
-    if limit is not None and n_train > limit:
-        raise CLIError(
-            f"--model {builder.name} accepts at most {limit} training points, "
-            f"got {n_train}; {builder.too_large_hint}"
-        )
+
+
+def data_likelihood(args: argparse.Namespace, data: Any) -> tuple[str, Any]:
+    """The likelihood's name and object: ``--likelihood`` or the task's default."""
+    import latentgp as lg
+
     lik_name = args.likelihood or DEFAULT_LIKELIHOOD.get(data.task or "regression", "gaussian")
     likelihood = lg.likelihoods.likelihood_from_name(lik_name)
     if isinstance(likelihood, lg.likelihoods.Softmax):
         likelihood = lg.likelihoods.Softmax(num_classes=class_count(data))
-    task = data.task or likelihood.task
+    return lik_name, likelihood
 
+
+def input_record(args: argparse.Namespace, data: Any, task: str) -> dict[str, Any]:
+    """The model file's record of the inputs: standardisation, names, classes, origin."""
     x_mean, x_scale = standardizer_record(data.X_train, enabled=not args.no_standardize)
-    record = {
+    return {
         "x_mean": None if x_mean is None else x_mean.tolist(),
         "x_scale": None if x_scale is None else x_scale.tolist(),
         "feature_names": data.feature_names,
@@ -221,24 +269,38 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "split": data.split,
         "test_fraction": args.test_fraction if data.split is not None else None,
     }
-    X_train = apply_inputs(data.X_train, record)
-    X_test = apply_inputs(data.X_test, record)
 
-    model = builder.build(args, likelihood)
-    fit_kw = fit_kwargs(args, builder, n_train)
-    trace = metric_trace(args, X_test, data.y_test, X_train, data.y_train)
+
+def train_model(
+    args: argparse.Namespace, builder: ModelBuilder, model: Any,
+    train_data: tuple[Any, Any], test_data: tuple[Any, Any],
+) -> tuple[Any, Any]:
+    """Fit ``model`` (stoppable by SIGINT/SIGTERM); its history and test-metric trace."""
+    X_train, y_train = train_data
+    X_test, y_test = test_data
+    fit_kw = fit_kwargs(args, builder, int(X_train.shape[0]))
+    trace = metric_trace(args, X_test, y_test, X_train, y_train)
     if trace is not None:
         fit_kw["callbacks"] = (trace,)
     with graceful_stop() as stop:
         fit_kw["callbacks"] = (*fit_kw.get("callbacks", ()), stop)
-        model.fit(X_train, data.y_train, **fit_kw)
+        model.fit(X_train, y_train, **fit_kw)
     history = model.history_
     if history.stopped.startswith("interrupted"):
         raise KeyboardInterrupt  # outputs are written only by a completed run
     if trace is not None:
         trace.record(int(history.steps), model)
-    record["history"] = history_record(history, trace)
+    return history, trace
 
+
+def fit_metrics(
+    args: argparse.Namespace, builder: ModelBuilder, model: Any, history: Any, data: Any,
+    lik_name: str, inputs: tuple[Any, Any],
+) -> dict[str, Any]:
+    """The metrics file: the run's settings and test metrics (training metrics without
+    a test set); ``inputs`` are the standardised training and test inputs."""
+    X_train, X_test = inputs
+    n_train, n_test = int(data.X_train.shape[0]), int(data.X_test.shape[0])
     metrics: dict[str, Any] = {
         "model": builder.name,
         "dataset": data.name,
@@ -258,18 +320,18 @@ def cmd_fit(args: argparse.Namespace) -> int:
         metrics.update(compute_metrics(model, X_test, data.y_test))
     else:
         metrics.update(compute_metrics(model, X_train, data.y_train, prefix="train_"))
+    return metrics
 
-    if args.out:
-        save_model_file(model, args.out, record)
-    if args.metrics:
-        write_json(args.metrics, metrics)
 
-    if args.json:
-        emit_json(args, metrics, model=args.out, metrics=args.metrics)
-        return EXIT_OK
+def report_fit(
+    args: argparse.Namespace, builder: ModelBuilder, model: Any, history: Any, name: str,
+    lik_name: str, metrics: dict[str, Any],
+) -> None:
+    """The text report of a completed ``latentgp fit``."""
+    n_train, n_test = metrics["n_train"], metrics["n_test"]
     what = f"{type(model).__name__} ({args.kernel} kernel, {lik_name} likelihood"
     what += f", {metrics['num_inducing']} inducing points)" if builder.sparse else ")"
-    out(f"fitted {what} on {data.name}: {n_train} train / {n_test} test points")
+    out(f"fitted {what} on {name}: {n_train} train / {n_test} test points")
     final = f"; final objective {history.objective[-1]:.6g}" if history.objective else ""
     out(
         f"  {history.steps} steps ({history.epochs:.3g} epochs) in {history.seconds:.2f} s"
@@ -285,7 +347,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
         out(f"  model written to {args.out}")
     if args.metrics:
         out(f"  metrics written to {args.metrics}")
-    return EXIT_OK
 
 
 def is_stream_path(data: str) -> bool:

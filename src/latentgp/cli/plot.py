@@ -181,10 +181,107 @@ def _size(args: argparse.Namespace, inches: tuple[float, float]) -> tuple[int, i
     return w, h
 
 
-def cmd_plot(args: argparse.Namespace) -> int:
-    """Run ``latentgp plot``."""
+def _feature_names(record: dict[str, Any], model: Any) -> list[str]:
+    return record.get("feature_names") or [f"x{j + 1}" for j in range(model.input_dim)]
+
+
+def _predictive_key(model: Any, task: str) -> str:
+    """The :data:`DEFAULT_INCHES` key of a predictive plot; an error beyond 2 inputs."""
+    D = int(model.input_dim)
+    P = getattr(model, "output_dim", 1) or 1
+    if D > 2 or P > 1:
+        raise CLIError(
+            f"--kind predictive draws models with 1 or 2 inputs and one output; this one "
+            f"has {D} input(s) and {P} output(s): use --kind calibration or inducing"
+        )
+    if D == 1:
+        return "predictive-1d"
+    return "predictive-2d-class" if task in ("binary", "multiclass") else "predictive-2d"
+
+
+def _metric_trace(record: dict[str, Any], path: str) -> dict[str, Any]:
+    """The test-metric trace that ``fit --eval-every K`` stored in the model file."""
+    trace = _history(record, path).get("eval")
+    if not trace:
+        raise CLIError(f"{path} has no test-metric trace: fit with --eval-every K")
+    return trace
+
+
+def _metric_names(trace: dict[str, Any]) -> list[str]:
+    return [k for k in trace if k not in ("on", "steps")]
+
+
+def _figure_key(
+    args: argparse.Namespace, model: Any, record: dict[str, Any], kind: str, task: str
+) -> tuple[str, dict[str, Any] | None]:
+    """The :data:`DEFAULT_INCHES` key of ``kind`` and, for ``metrics``, the trace."""
+    if kind == "predictive":
+        return _predictive_key(model, task), None
+    if kind == "metrics":
+        return "metrics", _metric_trace(record, args.model_file)
+    return kind, None
+
+
+def _draw_predictive(
+    args: argparse.Namespace, view: InputUnits, record: dict[str, Any], data: dict[str, Any],
+    task: str, figsize: tuple[float, float],
+) -> Any:
+    from latentgp import plotting
+
+    names = _feature_names(record, view.model)
+    dpi = args.dpi
+    X, y = data["train"]
+    if int(view.model.input_dim) == 1:
+        Xt, yt = data["test"] if data["test"] is not None else (None, None)
+        fig = plotting.plot_1d(view, X, y, X_test=Xt, y_test=yt, title=args.title,
+                               figsize=figsize, dpi=dpi)
+        fig.axes[0].set_xlabel(names[0])
+        if task not in ("binary", "multiclass") and record.get("target"):
+            fig.axes[0].set_ylabel(str(record["target"]))
+        return fig
+    return plotting.plot_2d(view, X, y, title=args.title, feature_names=tuple(names[:2]),
+                            class_names=record.get("classes"), figsize=figsize, dpi=dpi)
+
+
+def _draw(
+    args: argparse.Namespace, kind: str, view: InputUnits, record: dict[str, Any],
+    data: dict[str, Any] | None, trace: dict[str, Any] | None, figsize: tuple[float, float],
+) -> Any:
+    """The figure of ``kind`` (not yet saved)."""
     import numpy as np
 
+    from latentgp import plotting
+
+    dpi = args.dpi
+    task = getattr(view.model.likelihood, "task", "regression")
+    if kind == "predictive":
+        return _draw_predictive(args, view, record, data, task, figsize)
+    if kind == "objective":
+        history = _history(record, args.model_file)
+        values = [np.nan if v is None else v for v in history.get("objective", [])]
+        return plotting.plot_objective(values, steps=history.get("objective_steps"),
+                                       title=args.title, figsize=figsize, dpi=dpi)
+    if kind == "metrics":
+        return plotting.plot_metric_traces(
+            trace["steps"],
+            {f"{k} ({trace.get('on', 'test')})": trace[k] for k in _metric_names(trace)},
+            title=args.title, figsize=figsize, dpi=dpi,
+        )
+    if kind == "calibration":
+        return _calibration(view, data, task, args.title, figsize, dpi)
+    # inducing
+    if view.Z is None:
+        raise CLIError(
+            f"{type(view.model).__name__} has no inducing inputs in its input space"
+        )
+    X, y = data["train"]
+    return plotting.plot_inducing(view, X, y, title=args.title,
+                                  feature_names=_feature_names(record, view.model),
+                                  figsize=figsize, dpi=dpi)
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """Run ``latentgp plot``."""
     from latentgp import plotting
 
     check_output_path(args.out, "--out")
@@ -195,72 +292,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
     data = load_plot_data(args, model, record) if args.data is not None else None
     view = InputUnits(model, record)
     task = getattr(model.likelihood, "task", "regression")
-    names = record.get("feature_names") or [f"x{j + 1}" for j in range(model.input_dim)]
-    D = int(model.input_dim)
-    P = getattr(model, "output_dim", 1) or 1
-
-    if kind == "predictive":
-        if D > 2 or P > 1:
-            raise CLIError(
-                f"--kind predictive draws models with 1 or 2 inputs and one output; this one "
-                f"has {D} input(s) and {P} output(s): use --kind calibration or inducing"
-            )
-        if D == 1:
-            key = "predictive-1d"
-        else:
-            key = "predictive-2d-class" if task in ("binary", "multiclass") else "predictive-2d"
-    elif kind == "metrics":
-        history = _history(record, args.model_file)
-        trace = history.get("eval")
-        if not trace:
-            raise CLIError(
-                f"{args.model_file} has no test-metric trace: fit with --eval-every K"
-            )
-        metric_names = [k for k in trace if k not in ("on", "steps")]
-        key = "metrics"
-    else:
-        key = kind
+    key, trace = _figure_key(args, model, record, kind, task)
     inches = DEFAULT_INCHES[key]
     if kind == "metrics":
-        inches = (inches[0] * len(metric_names), inches[1])
+        inches = (inches[0] * len(_metric_names(trace)), inches[1])
     width, height = _size(args, inches)
     figsize = (width / args.dpi, height / args.dpi)
     dpi = args.dpi
 
-    if kind == "predictive":
-        X, y = data["train"]
-        if D == 1:
-            Xt, yt = data["test"] if data["test"] is not None else (None, None)
-            fig = plotting.plot_1d(view, X, y, X_test=Xt, y_test=yt, title=args.title,
-                                   figsize=figsize, dpi=dpi)
-            fig.axes[0].set_xlabel(names[0])
-            if task not in ("binary", "multiclass") and record.get("target"):
-                fig.axes[0].set_ylabel(str(record["target"]))
-        else:
-            fig = plotting.plot_2d(view, X, y, title=args.title, feature_names=tuple(names[:2]),
-                                   class_names=record.get("classes"), figsize=figsize, dpi=dpi)
-    elif kind == "objective":
-        history = _history(record, args.model_file)
-        values = [np.nan if v is None else v for v in history.get("objective", [])]
-        fig = plotting.plot_objective(values, steps=history.get("objective_steps"),
-                                      title=args.title, figsize=figsize, dpi=dpi)
-    elif kind == "metrics":
-        fig = plotting.plot_metric_traces(
-            trace["steps"], {f"{k} ({trace.get('on', 'test')})": trace[k] for k in metric_names},
-            title=args.title, figsize=figsize, dpi=dpi,
-        )
-    elif kind == "calibration":
-        fig = _calibration(view, data, task, args.title, figsize, dpi)
-    else:  # inducing
-        if view.Z is None:
-            raise CLIError(
-                f"{type(model).__name__} has no inducing inputs in its input space"
-            )
-        X, y = data["train"]
-        fig = plotting.plot_inducing(view, X, y, title=args.title, feature_names=names,
-                                     figsize=figsize, dpi=dpi)
+    fig = _draw(args, kind, view, record, data, trace, figsize)
     try:
-        plotting._save(fig, args.out)
+        plotting.save_figure(fig, args.out)
     finally:
         import matplotlib.pyplot as plt
 

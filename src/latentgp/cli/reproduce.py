@@ -270,26 +270,65 @@ def _run(cmd: list[str], cwd: Path, show: bool, tail: collections.deque) -> int:
         raise
 
 
-def cmd_reproduce(args: argparse.Namespace) -> int:
-    """Run ``latentgp reproduce``."""
-    if args.list:
-        if args.json:
-            rows = [
-                {"name": e.name, "script": e.script, "summary": e.summary, "pages": e.pages}
-                for e in EXPERIMENTS.values()
-            ]
-            emit_json(args, {"experiments": rows})
-        else:
-            width = max(len(n) for n in EXPERIMENTS)
-            for e in EXPERIMENTS.values():
-                out(f"{e.name.ljust(width)}  {e.summary}")
-        return EXIT_OK
+def _list_experiments(args: argparse.Namespace) -> None:
+    """``reproduce --list``: the experiments, as text or JSON."""
+    if args.json:
+        rows = [
+            {"name": e.name, "script": e.script, "summary": e.summary, "pages": e.pages}
+            for e in EXPERIMENTS.values()
+        ]
+        emit_json(args, {"experiments": rows})
+    else:
+        width = max(len(n) for n in EXPERIMENTS)
+        for e in EXPERIMENTS.values():
+            out(f"{e.name.ljust(width)}  {e.summary}")
+
+
+def _experiment(args: argparse.Namespace) -> Experiment:
+    """The experiment named on the command line; an error for a missing or unknown name."""
     names = ", ".join(EXPERIMENTS)
     if args.name is None:
         raise CLIError(f"give an experiment NAME or --list; the experiments: {names}")
     if args.name not in EXPERIMENTS:
         raise CLIError(f"unknown experiment {args.name!r}; choose one of: {names}")
-    exp = EXPERIMENTS[args.name]
+    return EXPERIMENTS[args.name]
+
+
+def _prepare_results(args: argparse.Namespace, exp: Experiment) -> None:
+    """Create ``--results-dir``; warn when a --quick run overwrites committed results."""
+    if args.results_dir and not os.path.isdir(args.results_dir):
+        os.makedirs(args.results_dir, exist_ok=True)
+    if args.quick and exp.quick_overwrites and not args.results_dir:
+        print(
+            f"{PROG}: warning: a --quick run of {exp.name} writes its smoke-run numbers "
+            f"over {', '.join(exp.pages)} (git restores them)",
+            file=sys.stderr,
+        )
+
+
+def _run_commands(exp: Experiment, cmds: list[list[str]], root: Path, show: bool) -> int:
+    """Run ``cmds`` in turn; on a failure report it and return EXIT_FAILURE."""
+    tail: collections.deque = collections.deque(maxlen=20)
+    for c in cmds:
+        if show:
+            print(f"{PROG}: running {' '.join(c)}", file=sys.stderr)
+        code = _run(c, root, show, tail)
+        if code != 0:
+            if not show:
+                for line in tail:
+                    print(line, file=sys.stderr)
+            print(f"{PROG}: error: {exp.name} failed (exit status {code}) in: "
+                  f"{' '.join(c)}", file=sys.stderr)
+            return EXIT_FAILURE
+    return EXIT_OK
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Run ``latentgp reproduce``."""
+    if args.list:
+        _list_experiments(args)
+        return EXIT_OK
+    exp = _experiment(args)
     bench = benchmarks_dir(args.benchmarks_dir)
     if not (bench / exp.script).is_file():
         raise CLIError(f"{bench / exp.script} does not exist")
@@ -308,30 +347,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             for c in cmds:
                 out(" ".join(c))
         return EXIT_OK
-    if args.results_dir and not os.path.isdir(args.results_dir):
-        os.makedirs(args.results_dir, exist_ok=True)
-    if args.quick and exp.quick_overwrites and not args.results_dir:
-        print(
-            f"{PROG}: warning: a --quick run of {exp.name} writes its smoke-run numbers "
-            f"over {', '.join(exp.pages)} (git restores them)",
-            file=sys.stderr,
-        )
+    _prepare_results(args, exp)
     watch = [root / "docs" / "results"] + ([Path(args.results_dir)] if args.results_dir else [])
     before = _snapshot(watch)
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     t0 = time.perf_counter()
-    tail: collections.deque = collections.deque(maxlen=20)
-    for c in cmds:
-        if show:
-            print(f"{PROG}: running {' '.join(c)}", file=sys.stderr)
-        code = _run(c, root, show, tail)
-        if code != 0:
-            if not show:
-                for line in tail:
-                    print(line, file=sys.stderr)
-            print(f"{PROG}: error: {exp.name} failed (exit status {code}) in: "
-                  f"{' '.join(c)}", file=sys.stderr)
-            return EXIT_FAILURE
+    if _run_commands(exp, cmds, root, show) != EXIT_OK:
+        return EXIT_FAILURE
     after = _snapshot(watch)
     written = sorted(p for p, sig in after.items() if before.get(p) != sig)
     summary.update(written=written, returncode=0)

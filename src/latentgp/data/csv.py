@@ -80,6 +80,33 @@ def load_csv(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"CSV file not found: {path}")
+    rows, lines = _read_rows(path, delimiter)
+    if not rows:
+        raise ValueError(f"{path}: the file is empty (no rows)")
+
+    if header is None:
+        header = any(not _is_number(field) for field in rows[0])
+    n_cols = len(rows[0])
+    if header:
+        names = _header_names(path, rows[0])
+        data_rows, data_lines = rows[1:], lines[1:]
+    else:
+        names = [f"col{j}" for j in range(n_cols)]
+        data_rows, data_lines = rows, lines
+    if not data_rows:
+        raise ValueError(f"{path}: the file has a header ({names}) but no data rows")
+
+    t = _target_index(path, target, names, header)
+    data = _parse_rows(path, data_rows, data_lines, names)
+
+    keep = [j for j in range(n_cols) if j != t]
+    X = np.ascontiguousarray(data[:, keep])
+    y = data[:, t].copy()
+    return X, y, [names[j] for j in keep], names[t]
+
+
+def _read_rows(path: Path, delimiter: str) -> tuple[list[list[str]], list[int]]:
+    """The non-blank rows of the file and their line numbers."""
     with _open(path, "r") as fh:
         reader = csv.reader(fh, delimiter=delimiter)
         rows: list[list[str]] = []
@@ -89,46 +116,47 @@ def load_csv(
                 continue  # blank line
             rows.append(row)
             lines.append(reader.line_num)
-    if not rows:
-        raise ValueError(f"{path}: the file is empty (no rows)")
+    return rows, lines
 
-    if header is None:
-        header = any(not _is_number(field) for field in rows[0])
-    n_cols = len(rows[0])
-    if header:
-        names = [field.strip() for field in rows[0]]
-        if any(not n for n in names):
-            empty = [j for j, n in enumerate(names) if not n]
-            raise ValueError(f"{path}: the header has empty column names at index {empty}")
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"{path}: duplicated column names in the header: {dupes}")
-        data_rows, data_lines = rows[1:], lines[1:]
-    else:
-        names = [f"col{j}" for j in range(n_cols)]
-        data_rows, data_lines = rows, lines
-    if not data_rows:
-        raise ValueError(f"{path}: the file has a header ({names}) but no data rows")
 
-    # Target column.
+def _header_names(path: Path, row: list[str]) -> list[str]:
+    """Column names from the header row; an error for empty or duplicated names."""
+    names = [field.strip() for field in row]
+    if any(not n for n in names):
+        empty = [j for j, n in enumerate(names) if not n]
+        raise ValueError(f"{path}: the header has empty column names at index {empty}")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{path}: duplicated column names in the header: {dupes}")
+    return names
+
+
+def _target_index(path: Path, target: str | int | None, names: list[str], header: bool) -> int:
+    """Index of the target column (a name, a possibly negative index, or None: the last)."""
+    n_cols = len(names)
     if target is None:
-        t = n_cols - 1
-    elif isinstance(target, str):
+        return n_cols - 1
+    if isinstance(target, str):
         if target not in names:
             raise ValueError(
                 f"{path}: no column named {target!r}; the columns are {names}"
                 + ("" if header else " (the file has no header row)")
             )
-        t = names.index(target)
-    elif isinstance(target, (int, np.integer)) and not isinstance(target, bool):
+        return names.index(target)
+    if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
         if not -n_cols <= int(target) < n_cols:
             raise ValueError(
                 f"{path}: target index {target} is out of range for {n_cols} columns {names}"
             )
-        t = int(target) % n_cols
-    else:
-        raise ValueError(f"target must be a column name, an index or None, got {target!r}")
+        return int(target) % n_cols
+    raise ValueError(f"target must be a column name, an index or None, got {target!r}")
 
+
+def _parse_rows(
+    path: Path, data_rows: list[list[str]], data_lines: list[int], names: list[str]
+) -> np.ndarray:
+    """The data rows as a float64 array ``(N, n_cols)``; an error at the first bad field."""
+    n_cols = len(names)
     data = np.empty((len(data_rows), n_cols), dtype=np.float64)
     for i, (row, line) in enumerate(zip(data_rows, data_lines, strict=True)):
         if len(row) != n_cols:
@@ -148,11 +176,7 @@ def load_csv(
             if not math.isfinite(value):
                 raise ValueError(f"{path}: non-finite value {text!r} in {where}")
             data[i, j] = value
-
-    keep = [j for j in range(n_cols) if j != t]
-    X = np.ascontiguousarray(data[:, keep])
-    y = data[:, t].copy()
-    return X, y, [names[j] for j in keep], names[t]
+    return data
 
 
 def save_csv(

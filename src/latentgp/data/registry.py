@@ -147,6 +147,13 @@ class Dataset:
         """
         if self.task not in TASKS:
             raise ValueError(f"Dataset {self.name!r}: task {self.task!r} is not one of {TASKS}")
+        self._check_arrays()
+        self._check_shapes()
+        self._check_labels()
+        return self
+
+    def _check_arrays(self) -> None:
+        """Every array is a float64 numpy array of finite values."""
         for attr in ("X_train", "y_train", "X_test", "y_test"):
             arr = getattr(self, attr)
             if not isinstance(arr, np.ndarray) or arr.dtype != np.float64:
@@ -157,6 +164,9 @@ class Dataset:
                     f"Dataset {self.name!r}: {attr} holds a non-finite value at index "
                     f"{tuple(int(i) for i in bad)}"
                 )
+
+    def _check_shapes(self) -> None:
+        """Dimensions and sizes of the arrays agree with each other and the task."""
         for part in ("train", "test"):
             X = getattr(self, f"X_{part}")
             y = getattr(self, f"y_{part}")
@@ -185,6 +195,9 @@ class Dataset:
                 f"Dataset {self.name!r}: {len(self.feature_names)} feature names for "
                 f"{self.X_train.shape[1]} columns"
             )
+
+    def _check_labels(self) -> None:
+        """Class labels and counts are non-negative integers (in range)."""
         if self.task in ("binary", "multiclass"):
             n_cls = 2 if self.classes is None else len(self.classes)
             y_all = np.concatenate([self.y_train, self.y_test])
@@ -196,7 +209,6 @@ class Dataset:
             y_all = np.concatenate([self.y_train, self.y_test])
             if np.any(y_all < 0) or np.any(y_all != np.round(y_all)):
                 raise ValueError(f"Dataset {self.name!r}: counts must be non-negative integers")
-        return self
 
 
 @dataclass(frozen=True)
