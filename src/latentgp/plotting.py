@@ -10,13 +10,13 @@ in the format given by the file extension (PNG by default).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
 from typing import Any
 
 import numpy as np
+
+from .io import atomic_write
 
 __all__ = [
     "plot_1d",
@@ -69,17 +69,7 @@ def save_figure(fig: Any, path: str | os.PathLike | None) -> None:
         return
     path = os.fspath(path)
     fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format=fmt, dpi=fig.dpi)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda fh: fig.savefig(fh, format=fmt, dpi=fig.dpi))
 
 
 def _column(a: Any, name: str) -> np.ndarray:

@@ -8,15 +8,15 @@ when called.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import IO, Any
+
+from ..io import atomic_write as io_atomic_write
 
 PROG = "latentgp"
 EXIT_OK = 0
@@ -118,33 +118,8 @@ def check_output_path(path: str | None, option: str) -> None:
 def atomic_write(
     path: str | os.PathLike, write: Callable[[IO], Any], *, binary: bool = False
 ) -> None:
-    """Write a file through ``write(handle)`` atomically.
-
-    The data goes to a temporary file in the destination folder, which is renamed over
-    ``path`` only once it is complete; on any error (or Ctrl-C) the temporary file is
-    removed and an existing ``path`` is left untouched.
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    mode = 0o644
-    with contextlib.suppress(OSError):
-        mode = os.stat(path).st_mode & 0o777
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    try:
-        if binary:
-            fh = os.fdopen(fd, "wb")
-        else:
-            fh = os.fdopen(fd, "w", encoding="utf-8", newline="")
-        with fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """:func:`latentgp.io.atomic_write`, text by default (the CLI writes CSV and JSON)."""
+    io_atomic_write(path, write, binary=binary)
 
 
 def write_json(path: str, obj: Any) -> None:

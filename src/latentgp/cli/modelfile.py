@@ -9,10 +9,8 @@ returns it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from typing import Any
 
 from latentgp.cli.common import CLIError, atomic_write, jsonable
@@ -37,15 +35,7 @@ def save_model_file(model: Any, path: str | os.PathLike, preprocessing: dict[str
         "version": PREPROCESSING_VERSION,
         **{k: jsonable(v) for k, v in preprocessing.items()},
     }
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".latentgp-cli-", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        model.save(tmp)
-        payload = torch.load(tmp, map_location="cpu", weights_only=True)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    payload = model.file_payload()
     payload[PREPROCESSING_KEY] = json.dumps(record)
     atomic_write(path, lambda fh: torch.save(payload, fh), binary=True)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +29,7 @@ import torch
 from torch import nn
 
 from ..config import default_dtype, get_config
+from ..io import atomic_write
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Likelihood, likelihood_from_config, likelihood_from_name
 from ..parameters import spread_unit
@@ -595,13 +595,10 @@ class GPModel(nn.Module):
         return out[..., 0] if Q == 1 else out
 
     # ------------------------------------------------------------------ save/load --
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the model to ``path`` (atomically: a failed write leaves no partial file).
-
-        Format: ``torch.save`` of ``{"header": JSON string, "state": tensors}``; the header
-        holds the format version, library version, model class, configuration and sizes.
-        Loading uses ``torch.load(weights_only=True)``, which never executes code.
-        """
+    def file_payload(self) -> dict[str, Any]:
+        """What :meth:`save` writes: ``{"header": JSON text, "state": tensors}``.  Tools that
+        store more in a model file (the CLI's preprocessing record) add their own keys and
+        write it with ``torch.save`` through :func:`latentgp.io.atomic_write`."""
         self._require_built()
         from ..version import __version__
 
@@ -614,20 +611,17 @@ class GPModel(nn.Module):
             "build": self._build_args(),
         }
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        payload = {"header": json.dumps(header), "state": state}
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".latentgp-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                torch.save(payload, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        return {"header": json.dumps(header), "state": state}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model to ``path`` (atomically: a failed write leaves no partial file).
+
+        Format: ``torch.save`` of ``{"header": JSON string, "state": tensors}``; the header
+        holds the format version, library version, model class, configuration and sizes.
+        Loading uses ``torch.load(weights_only=True)``, which never executes code.
+        """
+        payload = self.file_payload()
+        atomic_write(path, lambda fh: torch.save(payload, fh))
 
 
 def _first_sentence(err: BaseException, limit: int, whole: bool = False) -> str:

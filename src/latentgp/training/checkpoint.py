@@ -11,37 +11,19 @@ is read with ``torch.load(weights_only=True)``: loading never executes code.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 import torch
+
+from ..io import atomic_write
 
 FORMAT = "latentgp-checkpoint"
 VERSION = 1
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save`` to ``path`` through a temporary file, fsync and rename."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        try:  # make the rename itself durable
-            dfd = os.open(folder, os.O_RDONLY)
-            os.fsync(dfd)
-            os.close(dfd)
-        except OSError:
-            pass
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """``torch.save`` to ``path`` through :func:`latentgp.io.atomic_write`."""
+    atomic_write(path, lambda fh: torch.save(obj, fh), make_folder=True)
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..io import WriteError, check_writable
 from ..linalg import CholeskyError, JitterWarning
 from ..models.base import GPModel
 from ..rng import seeded_scope
@@ -272,11 +273,24 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
         optimizer_kwargs=optimizer_kwargs,
         seed=kw["seed"],
         tol=tol,
-        checkpoint=kw["checkpoint"],
+        checkpoint=_writable_checkpoint(kw["checkpoint"]),
         resume=bool(kw["resume"]),
         process_group=kw["process_group"],
         defaults=defaults,
     )
+
+
+def _writable_checkpoint(path: str | os.PathLike | None) -> str | None:
+    """The checkpoint path, checked before any training (its folder is created and must be
+    writable), so that a run is not lost at its first checkpoint."""
+    if path is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise WriteError(err.errno or 0, f"checkpoint {os.fspath(path)!r}: {err}") from None
+    return check_writable(path, "checkpoint")
 
 
 def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:

@@ -1,0 +1,107 @@
+"""The one atomic file writer (model files, checkpoints, CLI outputs, figures).
+
+A file is written to a temporary file in the destination folder, flushed to disk (fsync),
+given the mode of the file it replaces (0o644 for a new one), renamed over the
+destination, and the rename made durable by an fsync of the folder; on any failure, Ctrl-C
+included, the temporary file is removed and an existing destination is left as it was.
+A write that fails for a reason of the file system (disk full, read-only, no permission,
+quota) raises :class:`WriteError`: one line that names the path and the cause.
+
+Imports nothing from latentgp (nor torch): callers pass a function that writes to the
+open handle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Callable
+from typing import IO, Any
+
+_CAUSES = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "the folder does not exist",
+}
+
+
+class WriteError(OSError):
+    """A file could not be written; the message names the path and the cause."""
+
+
+def _cause(err: BaseException) -> str | None:
+    if isinstance(err, OSError) and err.errno in _CAUSES:
+        return _CAUSES[err.errno]
+    text = str(err)
+    # torch.save reports a short write (ENOSPC underneath) as a RuntimeError
+    if isinstance(err, RuntimeError) and ("unexpected pos" in text or "failed writing" in text):
+        return "the write stopped part way (is the disk full?)"
+    return None
+
+
+def check_writable(path: str | os.PathLike, what: str = "output") -> str:
+    """Check, before any work, that ``path`` can be written: its folder exists and is
+    writable and ``path`` is not a folder.  Returns the path as a string."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise WriteError(errno.EISDIR, f"{what} {path!r} is a folder, not a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise WriteError(errno.ENOENT, f"{what} {path!r}: the folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise WriteError(errno.EACCES, f"{what} {path!r}: the folder {folder!r} is not writable")
+    return path
+
+
+def atomic_write(
+    path: str | os.PathLike,
+    write: Callable[[IO], Any],
+    *,
+    binary: bool = True,
+    make_folder: bool = False,
+) -> None:
+    """Write ``path`` through ``write(handle)`` atomically (see the module docstring).
+
+    ``binary``: the handle is a binary file (else UTF-8 text with ``newline=""``);
+    ``make_folder``: create missing folders first (checkpoints).
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        if make_folder:
+            os.makedirs(folder, exist_ok=True)
+        mode = 0o644
+        with contextlib.suppress(OSError):
+            mode = os.stat(path).st_mode & 0o777
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+        fh = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
+        with fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        tmp = None
+        with contextlib.suppress(OSError):  # make the rename itself durable
+            dfd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+    except BaseException as err:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        cause = _cause(err)
+        if cause is None:
+            raise
+        code = err.errno if isinstance(err, OSError) and err.errno else errno.EIO
+        detail = err.strerror if isinstance(err, OSError) and err.strerror else None
+        text = f"could not write {path}: {cause}" + (f" ({detail})" if detail else "")
+        raise WriteError(code, text) from err
