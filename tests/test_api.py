@@ -12,7 +12,10 @@ import torch
 
 import latentgp as lg
 
-MODELS = [lg.ExactGP, lg.SparseGP, lg.SVGP, lg.SAVIGP, lg.GFITC, lg.SHGP, lg.SMGP, lg.SVHGP]
+MODELS = [
+    lg.ExactGP, lg.SparseGP, lg.SVGP, lg.SAVIGP, lg.GFITC, lg.SEP, lg.QSGP, lg.SHGP, lg.SMGP,
+    lg.SVHGP, lg.SLGP,
+]
 
 
 @pytest.mark.parametrize("cls", MODELS, ids=lambda c: c.__name__)

@@ -83,7 +83,7 @@ from ..kernels.features import SPECTRAL_DOF, RandomFourierFeatures
 from ..likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
 from ..linalg import cholesky, solve_lower
 from ..parameters import LOG_2PI
-from ..validation import check_positive_float, check_positive_int
+from ..validation import check_positive_float, check_positive_int, keyword_only_after_first
 from .base import GPModel, fit_engine, register_model
 
 BASES = ("rff", "inducing", "rvm")
@@ -164,9 +164,11 @@ class QSGP(GPModel):
     default_optimizer = "adagrad"
     default_lr = 0.1
 
+    @keyword_only_after_first()
     def __init__(
         self,
         num_basis: int | None = None,
+        *,
         basis: str = "rff",
         likelihood: str | Likelihood = "gaussian",
         kernel: str | Kernel | None = "rbf",

@@ -58,6 +58,7 @@ from torch.special import log_ndtr
 
 from ..linalg import solve_lower, solve_upper_t
 from ..rng import seeded_scope
+from ..validation import keyword_only_after_first
 from .base import fit_engine, register_model
 from .ep_sites import (
     LOG_2PI,
@@ -113,9 +114,11 @@ class SEP(InducingEPClassifier):
     ``history_`` (:class:`~latentgp.training.FitHistory`; ``objective`` holds log Z_q).
     """
 
+    @keyword_only_after_first()
     def __init__(
         self,
         num_inducing: int = 50,
+        *,
         kernel: Any = "rbf",
         Z: Any = None,
         scheme: str = "batch",
