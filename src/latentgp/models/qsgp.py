@@ -49,7 +49,7 @@ expectation over index draws of
 so concavity of ``log g`` gives ``E_q log g(phi w) >= E_idx E_z log g(a + z sqrt(v))``
 with ``v = sum_r x_r^2``: a genuine lower bound that uses the *standard deviation* of
 ``A^`` given the indices, and equals the exact expected log-likelihood when all basis
-functions are used.  ``tests/test_qsgp.py`` checks both claims by quadrature, and that
+functions are used.  ``tests/integration/test_qsgp.py`` checks both claims by quadrature, and that
 the printed form (``z`` times the variance) is not the expected log-likelihood.
 
 Predictions: ``phi(x)^T mu`` and ``phi(x)^T Sigma phi(x)``, plus for ``basis="inducing"``

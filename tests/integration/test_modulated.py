@@ -438,7 +438,7 @@ def test_files_from_before_the_compositions_still_load(name, likelihood):
     import json
     from pathlib import Path
 
-    here = Path(__file__).parent / "data"
+    here = Path(__file__).resolve().parents[1] / "data"
     ref = json.loads((here / f"{name}_before_composition.json").read_text())
     m = lg.load(here / f"{name}_before_composition.pt")
     assert type(m.likelihood).__name__ == likelihood
