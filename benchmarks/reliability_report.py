@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/reliability_report.py scaling  # bad-scaling numbers
     .venv/bin/python benchmarks/reliability_report.py float32  # float32 vs float64 on UCI
 
-``inputs`` runs every row of ``tests/test_reliability_inputs.py::CASES`` (the same table
+``inputs`` runs every row of ``tests/integration/test_reliability_inputs.py::CASES`` (the same table
 the tests assert on) and prints the outcome and the exact message each bad input gets, so
 the report cannot drift from the code.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "integration"))
 os.environ.setdefault("LATENTGP_DATA", str(HERE.parent.parent / "shared" / "data"))
 
 

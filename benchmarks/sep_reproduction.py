@@ -81,7 +81,7 @@ IMPLEMENTATION_NOTES = [
     "EP estimate log Z_q.  GFITC plugs into the shared loop: its `objective` runs EP to "
     "convergence and returns log Z_EP with the gradient of R&W eq. 5.27.",
     "The hyperparameter gradient is autodiff of the surrogate of notes §1.4 (q and the "
-    "cavities frozen); tests/test_sep.py checks it against finite differences of the "
+    "cavities frozen); tests/integration/test_sep.py checks it against finite differences of the "
     "re-converged log Z_q (lengthscale, variance and an inducing input, rel. 1e-5).",
     "Memory: the batch scheme stores 2N site scalars (plus O(NM) transient work per "
     "sweep); the stochastic scheme also stores the upsilon_i each site was last updated "

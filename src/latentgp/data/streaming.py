@@ -118,7 +118,9 @@ class ShardedArrays:
             self.release_pages()
         return Xo, yo
 
-    def _release(self, shard: int) -> None:
+    def release_shard(self, shard: int) -> None:
+        """:meth:`release_pages` for the one shard ``shard`` (its index in the list of
+        files); :meth:`release_pages` calls it for every shard."""
         for arr in (self.X[shard], self.y[shard]):
             mm = getattr(arr, "_mmap", None)
             if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
@@ -139,7 +141,7 @@ class ShardedArrays:
         """
         self._mapped = 0
         for s in range(len(self.X)):
-            self._release(s)
+            self.release_shard(s)
 
     def iter_chunks(self, chunk_rows: int = 262_144) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """All rows in order, ``chunk_rows`` at a time (pages released after each chunk)."""

@@ -151,6 +151,20 @@ class GPModel(nn.Module):
         self.register_buffer("y_mean", torch.zeros(output_dim, dtype=self.dtype_))
         self.register_buffer("y_scale", torch.ones(output_dim, dtype=self.dtype_))
 
+    def build(self, input_dim: int, output_dim: int = 1) -> GPModel:
+        """Allocate the parameters for ``input_dim`` input columns and ``output_dim`` target
+        columns, at the constructor's values, without looking at data (no inducing-input,
+        lengthscale or target-scaling initialisation: ``y_mean`` 0, ``y_scale`` 1).
+
+        For setting parameters by hand, e.g. to evaluate :meth:`objective` or the
+        predictions at given values; :meth:`initialize` builds from data.  Returns
+        ``self``; a built model raises ``RuntimeError``.
+        """
+        if self.built:
+            raise RuntimeError(f"{type(self).__name__} is already built")
+        self._build(input_dim, output_dim)
+        return self
+
     def _build_args(self) -> dict[str, Any]:
         return {"input_dim": self.input_dim, "output_dim": self.output_dim}
 
@@ -479,10 +493,14 @@ class GPModel(nn.Module):
         """Latent marginals ``(B, Q)`` each, in scaled-target units."""
         raise NotImplementedError
 
-    def _rows_per_chunk(self, chunk_size: int | None) -> int:
-        """Rows per prediction chunk (:func:`~latentgp.models.predict.rows_per_chunk` with
-        this model's :meth:`_chunk_width`)."""
+    def prediction_chunk_rows(self, chunk_size: int | None = None) -> int:
+        """Rows per prediction chunk for a ``chunk_size`` argument of the predict methods
+        (:func:`~latentgp.models.predict.rows_per_chunk` with this model's
+        :meth:`_chunk_width`): ``chunk_size`` itself when given, else the configured
+        ``chunk_size``, else about a million entries per intermediate."""
         return rows_per_chunk(chunk_size, self._chunk_width())
+
+    _rows_per_chunk = prediction_chunk_rows
 
     def _chunk_width(self) -> int:
         """Columns of the largest per-row intermediate at prediction (M Q for sparse models)."""

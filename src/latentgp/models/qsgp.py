@@ -49,7 +49,7 @@ expectation over index draws of
 so concavity of ``log g`` gives ``E_q log g(phi w) >= E_idx E_z log g(a + z sqrt(v))``
 with ``v = sum_r x_r^2``: a genuine lower bound that uses the *standard deviation* of
 ``A^`` given the indices, and equals the exact expected log-likelihood when all basis
-functions are used.  ``tests/test_qsgp.py`` checks both claims by quadrature, and that
+functions are used.  ``tests/integration/test_qsgp.py`` checks both claims by quadrature, and that
 the printed form (``z`` times the variance) is not the expected log-likelihood.
 
 Predictions: ``phi(x)^T mu`` and ``phi(x)^T Sigma phi(x)``, plus for ``basis="inducing"``
@@ -148,7 +148,7 @@ class QSGP(GPModel):
         ``mu_U += newton_damping * H_UU^{-1} g_U`` on the sampled basis functions U,
         with the minibatch Hessian block ``H_UU = (n / n~) Phi_BU^T Phi_BU / sigma^2 +
         S_UU`` and the block gradient from the batch residual ``y_B - Phi_B mu`` -- a
-        randomised block-Newton step (see :meth:`_newton_mean`).  The residual uses
+        randomised block-Newton step (see :meth:`newton_mean`).  The residual uses
         all m basis functions, so a step costs O(n~ m + n~ |U|^2 + |U|^3): independent
         of n, not of m.  It converges where first-order steps on the kernel bases'
         ill-conditioned mean crawl (with ``rvm_update="em"`` it makes the QSRVM prune;
@@ -414,7 +414,7 @@ class QSGP(GPModel):
             if self.basis == "rff":
                 colnorm = torch.full_like(self.mu, N * float(self.kernel.variance) / self.m)
             else:
-                colnorm = self._column_norms(X[: min(N, 256)]) * (N / min(N, 256))
+                colnorm = self.column_norms(X[: min(N, 256)]) * (N / min(N, 256))
             sdiag = self._all_prior_diag()
             self.c_raw.copy_(0.5 * torch.log(s2 / (colnorm + s2 * sdiag)))
 
@@ -425,8 +425,11 @@ class QSGP(GPModel):
             return torch.exp(self.log_s)
         return self.kernel.diag(self.Z)
 
-    def _column_norms(self, X: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
-        """``|phi_r|^2`` over the rows of X for all m columns ``(m,)`` (O(N m), chunked)."""
+    def column_norms(self, X: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+        """``|phi_r|^2`` over the rows of X for all m columns ``(m,)`` (O(N m), chunked).
+
+        The data part of the closed-form diagonal (Prop. 1) and of the RVM updates: the
+        ``colnorm`` that :meth:`rvm_em_update` takes.  ``X`` is a validated tensor."""
         out = torch.zeros_like(self.mu)
         rows = max(1, 2**22 // chunk)
         for c0 in range(0, self.m, chunk):
@@ -449,7 +452,7 @@ class QSGP(GPModel):
         of an out-of-core source, read in chunks)."""
         with torch.no_grad():
             s2 = self._noise()
-            c = 0.5 * torch.log(s2 / (self._column_norms(X) + s2 * self._all_prior_diag()))
+            c = 0.5 * torch.log(s2 / (self.column_norms(X) + s2 * self._all_prior_diag()))
             self.c_raw[self.k :] = c[self.k :]
 
     # ------------------------------------------------------------------ sampling --
@@ -862,7 +865,7 @@ class QSGP(GPModel):
         if self._rvm_em() and self._is_gaussian() and (first or "colnorm" not in st):
             # |phi_i|^2 over all n points, O(N m) once; from 4096 rows when that is large
             rows = X if N * self.m <= 2e8 else X[torch.randperm(N)[:4096].to(X.device)]
-            st["colnorm"] = self._column_norms(rows) * (N / rows.shape[0])
+            st["colnorm"] = self.column_norms(rows) * (N / rows.shape[0])
         if self.cv_rank and (st["cv"] is None or first):
             st["cv"] = self._make_cv(X, self.cv_rank, 0 if seed is None else seed)
         return bool(cfd)
@@ -954,13 +957,13 @@ class QSGP(GPModel):
                 old_C = self._column_values(U, R, lv["dense"], lv["craw"]).detach()
             rows_cols = (U[:, None], R[None, :])
             if self.mean_step == "newton":
-                new_mu = self._newton_mean(Xl, yl, U, n, reduce)
+                new_mu = self.newton_mean(Xl, yl, U, n, reduce)
             else:
                 new_mu = rows.update(self.mu, st["G_mu"], U, lv["mu"])
             new_craw = rows.update(self.c_raw, st["G_craw"], U, lv["craw"])
             new_dense = rows.update(self.c_dense, st["G_dense"], rows_cols, lv["dense"])
             if self._rvm_em():
-                self._rvm_em_update(U, st.get("colnorm"), mackay=self.rvm_update == "mackay")
+                self.rvm_em_update(U, st.get("colnorm"), mackay=self.rvm_update == "mackay")
             elif self.basis == "rvm":
                 rows.update(self.log_s, st["G_log_s"], U, lv["log_s"])
             if cv is not None:
@@ -985,8 +988,10 @@ class QSGP(GPModel):
             if "WP" in cv:
                 cv["B"][R] += (cv["WP"] @ (new_C - old_C)).T
 
-    def _prior_block(self, U: torch.Tensor) -> torch.Tensor:
-        """``S_UU`` ``(|U|, |U|)``: the prior precision on the basis functions ``U``."""
+    def prior_block(self, U: torch.Tensor) -> torch.Tensor:
+        """``S_UU`` ``(|U|, |U|)``: the prior precision on the basis functions ``U``.
+
+        Public for checking the Newton step (:meth:`newton_mean`) against its formula."""
         if self.basis == "inducing":
             Z = self.Z[U]
             return self.kernel(Z, Z)
@@ -1004,7 +1009,7 @@ class QSGP(GPModel):
             f += self.features(X, idx) @ mu[idx]
         return f
 
-    def _newton_mean(
+    def newton_mean(
         self, Xl: torch.Tensor, yl: torch.Tensor, U: torch.Tensor, n: int, reduce: Any = None
     ) -> torch.Tensor:
         """Randomised block-Newton step on ``mu_U`` (``mean_step="newton"``).
@@ -1019,6 +1024,10 @@ class QSGP(GPModel):
         functions and rho = 1 this is one exact Newton step to the optimal mean.  In a
         process group the data parts are averaged over processes, as the gradients are.
         Returns the new rows.
+
+        Called by the training step; public so that the step can be checked against the
+        closed form (``yl`` in scaled-target units, :meth:`scale_targets`).  Writes
+        ``mu[U]``.
         """
         mu = self.mu.detach()
         Phi = self.features(Xl, U)
@@ -1026,7 +1035,7 @@ class QSGP(GPModel):
         g_data, H_data = w * (Phi.T @ (yl - self._phi_mu(Xl))), w * (Phi.T @ Phi)
         if reduce is not None:
             reduce.mean_([g_data, H_data])
-        S = self._prior_block(U)
+        S = self.prior_block(U)
         g = g_data - S @ mu[U]
         H = H_data + S
         if self.newton_ridge:
@@ -1049,7 +1058,7 @@ class QSGP(GPModel):
         """Whether the RVM precisions take closed-form updates ("em" or "mackay")."""
         return self.basis == "rvm" and self.rvm_update in ("em", "mackay")
 
-    def _rvm_em_update(
+    def rvm_em_update(
         self, U: torch.Tensor, colnorm: torch.Tensor | None, mackay: bool = False
     ) -> None:
         """Closed-form update of the sampled rows ``U``: the optimal ``c_ii`` of each
@@ -1065,6 +1074,10 @@ class QSGP(GPModel):
           ``+|phi_i|^2 / sigma^2``, so pruned weights leave in far fewer steps.  Rows
           with ``gamma_i <= 0`` (a not yet converged q with ``Sigma_ii >= 1 / s_i``) take
           em's update instead of collapsing ``s_i`` to ~0.
+
+        Called by the training step (``basis="rvm"``, ``rvm_update`` "em"/"mackay");
+        public for applying or checking one update outside :meth:`fit` (``U`` a tensor
+        of row indices, ``colnorm`` from :meth:`column_norms` or None to leave ``c``).
         """
         k = self.k
         s_U = torch.exp(self.log_s.data[U])

@@ -338,8 +338,12 @@ class SAVIGP(InducingInputs, GPModel):
 
     # -------------------------------------------------------------- posterior --
 
-    def _q_parts(self, Lzz: torch.Tensor):
-        """``(weights, means, sqrt, logdet)`` of q(u); sqrt ``(K, Q, M, M)`` or ``(K, Q, M)``."""
+    def posterior_components(self, Lzz: torch.Tensor):
+        """``(weights, means, sqrt, logdet)`` of q(u) in u-space (differentiable), from the
+        prior factor ``Lzz = prior_factor()``; sqrt ``(K, Q, M, M)`` or ``(K, Q, M)``.
+
+        What the entropy bound and cross-entropy of :meth:`kl_terms` are computed from;
+        public for checking them against general formulas."""
         q = self.q
         means = q.means
         if self.whiten:  # m = Lzz v: the same ELBO, better conditioned for the optimiser
@@ -366,7 +370,7 @@ class SAVIGP(InducingInputs, GPModel):
         q = self.q
         if self.whiten and not q.is_diag and self.parameterization == "cholesky":
             return self._whitened_kl_terms(Lzz)
-        w, m, R, logdet = self._q_parts(Lzz)
+        w, m, R, logdet = self.posterior_components(Lzz)
         return entropy_bound(w, m, R, q.is_diag, logdet), cross_entropy(w, m, R, q.is_diag, Lzz)
 
     def _whitened_kl_terms(self, Lzz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -422,6 +426,17 @@ class SAVIGP(InducingInputs, GPModel):
         gen.manual_seed(self._sample_seed)
         return torch.randn(shape, generator=gen, dtype=self.dtype_).to(self.device_)
 
+    @property
+    def sample_seed(self) -> int:
+        """Seed of the current Monte Carlo draws (common random numbers: fixed within an
+        optimiser step, advanced by :meth:`advance_draws`; a fit's ``seed`` sets the
+        stream).  Set it to repeat a step's draws, e.g. to compare estimators."""
+        return self._sample_seed
+
+    @sample_seed.setter
+    def sample_seed(self, value: int) -> None:
+        self._sample_seed = int(value)
+
     def _next_draws(self, info=None) -> None:
         self._sample_seed += 1
 
@@ -464,9 +479,12 @@ class SAVIGP(InducingInputs, GPModel):
         return (weights * ell.sum(-1)).sum()
 
     # -------------------------------------------------------------- objective --
-    def _batch_parts(self, X: torch.Tensor, Lzz: torch.Tensor):
-        """``(weights, mean, var)`` of the batch's component marginals ``(K, B, Q)``."""
-        parts = self._q_parts(Lzz)
+    def batch_marginals(self, X: torch.Tensor, Lzz: torch.Tensor):
+        """``(weights, mean, var)`` of the batch's component marginals ``(K, B, Q)``
+        (differentiable) at validated inputs ``X``, with ``Lzz = prior_factor()``: what
+        :meth:`expected_log_lik` integrates.  Public for checking gradient estimators
+        against a closed-form expectation."""
+        parts = self.posterior_components(Lzz)
         if self.dense:
             if X.shape[0] != self.M or not torch.equal(X, self.Z):
                 raise ValueError(
@@ -481,13 +499,13 @@ class SAVIGP(InducingInputs, GPModel):
     def expected_log_lik_batch(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Monte Carlo ELL of a batch (scaled targets), differentiable by the estimator."""
         Lzz = self.prior_factor()
-        return self.expected_log_lik(y, *self._batch_parts(X, Lzz))
+        return self.expected_log_lik(y, *self.batch_marginals(X, Lzz))
 
     def objective(self, X, y, num_data):
         """Minibatch ELBO estimate ``L_ent + L_cross + N/|B| sum_B ELL_n``."""
         Lzz = self.prior_factor()
         ent, cross = self.kl_terms(Lzz)
-        ell = self.expected_log_lik(y, *self._batch_parts(X, Lzz))
+        ell = self.expected_log_lik(y, *self.batch_marginals(X, Lzz))
         return ent + cross + ell * (num_data / X.shape[0])
 
     def elbo(self, X, y, num_samples: int | None = None) -> float:
@@ -620,7 +638,7 @@ class SAVIGP(InducingInputs, GPModel):
     # ------------------------------------------------------------- prediction --
     def _compute_cache(self):
         Lzz = self.prior_factor()
-        parts = self._q_parts(Lzz)
+        parts = self.posterior_components(Lzz)
         return Lzz, parts, predictive_cache(Lzz, *self._conditional_args(parts))
 
     def component_marginals(self, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

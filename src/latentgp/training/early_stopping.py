@@ -69,6 +69,12 @@ class EarlyStopping:
         self._misses = 0
         self._at_best = False
 
+    @property
+    def best_state(self) -> dict[str, torch.Tensor] | None:
+        """A copy of the model's ``state_dict()`` at the best score (``None`` before the
+        first score): what :meth:`finish` restores.  Treat it as read-only."""
+        return self._best_state
+
     def score(self, model: Any) -> float:
         """Mean held-out log predictive density (``-inf`` if it is not finite)."""
         with torch.no_grad():

@@ -107,7 +107,7 @@ def test_elbo_gradients_match_finite_differences(lik):
     model = lg.SVGP(num_inducing=5, likelihood=lik).fit(X, y, max_steps=3, seed=0)
     with torch.no_grad():
         model.q.q_mu.normal_()
-    Xt, yt = torch.tensor(X), model._scale_y(torch.tensor(y))
+    Xt, yt = torch.tensor(X), model.scale_targets(y)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     vals = tuple(
         p.detach().clone().requires_grad_(True)
@@ -257,7 +257,7 @@ def test_exact_marginal_gradient_matches_autograd_reference():
     exact, _ = _pair(X, y)
     Xt, yt = torch.tensor(X), torch.tensor(y)
     params = [p for p in exact.parameters()]
-    lml = exact._log_marginal(Xt, yt)
+    lml = exact.objective(Xt, yt, 25)  # the exact log marginal likelihood
     g1 = torch.autograd.grad(lml, params)
     K = exact.kernel(Xt) + exact.likelihood.variance * torch.eye(25, dtype=torch.float64)
     ref = torch.distributions.MultivariateNormal(torch.zeros(25, dtype=torch.float64), K)
@@ -269,9 +269,9 @@ def test_exact_marginal_gradient_matches_autograd_reference():
 def test_automatic_prediction_chunks_hold_about_a_million_entries():
     X, y = _data(300)
     m = lg.SVGP(num_inducing=256 // 4).fit(X, y, max_steps=1)
-    assert m._rows_per_chunk(None) == (1 << 20) // 64
-    assert m._rows_per_chunk(100) == 100
+    assert m.prediction_chunk_rows(None) == (1 << 20) // 64
+    assert m.prediction_chunk_rows(100) == 100
     with lg.config(chunk_size=1000):
-        assert m._rows_per_chunk(None) == 1000
+        assert m.prediction_chunk_rows(None) == 1000
     e = lg.ExactGP().fit(X, y, max_steps=1)
-    assert e._rows_per_chunk(None) == (1 << 20) // 300
+    assert e.prediction_chunk_rows(None) == (1 << 20) // 300

@@ -1,6 +1,7 @@
 """Issue 11, part 4: fuzzing the CLI with malformed CSV, Parquet and model files.
 
-Marked ``fuzz`` (excluded from the default run): ``pytest -m fuzz tests/test_reliability_fuzz.py``.
+Marked ``fuzz`` (excluded from the default run):
+``pytest -m fuzz tests/integration/test_reliability_fuzz.py``.
 Each test feeds hypothesis-generated files to :func:`latentgp.cli.main` for a bounded
 time (``LATENTGP_FUZZ_SECONDS``, default 60 s per test) and asserts the exit status is 0
 or 2, that nothing prints a traceback, and that a usage error is exactly one

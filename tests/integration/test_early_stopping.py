@@ -93,5 +93,5 @@ def test_restored_state_is_a_copy_not_a_view():
         warnings.simplefilter("ignore")
         model.fit(X, y, max_steps=3, lr=0.05, seed=1)  # training on moves the parameters
     moved = any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
-    assert moved and stop._best_state is not None
-    assert all(torch.equal(stop._best_state[k], before[k]) for k in before)
+    assert moved and stop.best_state is not None
+    assert all(torch.equal(stop.best_state[k], before[k]) for k in before)

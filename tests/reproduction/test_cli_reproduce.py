@@ -13,7 +13,7 @@ import pytest
 from latentgp.cli import main
 from latentgp.cli.reproduce import EXPERIMENTS
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 
 

@@ -14,7 +14,7 @@ import torch
 import latentgp as lg
 from latentgp.likelihoods import GPRN, LogGaussianCox, WarpedGaussian
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import seismic_likelihood as seis  # noqa: E402
 
 T = torch.float64

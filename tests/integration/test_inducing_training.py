@@ -165,7 +165,7 @@ def test_lbfgs_reuses_the_line_search_evaluation(monkeypatch):
         return m.history_.objective, m.predict_y(X[:5]), len(calls)
 
     hist, pred, n_memo = run()
-    monkeypatch.setattr(fit_module.GradientTask, "_memo_hit", lambda self: None)
+    monkeypatch.setattr(fit_module.GradientTask, "memoize_lbfgs", False)
     hist0, pred0, n_plain = run()
     assert hist == hist0
     np.testing.assert_array_equal(pred[0], pred0[0])
@@ -186,7 +186,7 @@ def test_predictions_during_training_follow_the_parameters():
         m = info["model"]
         if info["step"] % 10 == 0:
             p_cached = m.predict_y(Xs)[0].copy()
-            m._cache = None
+            m.clear_prediction_cache()
             seen.append((p_cached, m.predict_y(Xs)[0]))
         return False
 

@@ -116,7 +116,7 @@ def test_random_reads_release_mapped_pages_beyond_the_budget(shards, monkeypatch
     file_bytes = 3000 * 3 * 8 + 3000 * 8
     src = ShardedArrays(shards, max_mapped_bytes=file_bytes - 1)
     released = []
-    monkeypatch.setattr(src, "_release", lambda s: released.append(s))
+    monkeypatch.setattr(src, "release_shard", lambda s: released.append(s))
     rng = np.random.default_rng(0)
     idx = rng.integers(0, 3000, 20)
     Xr, yr = src.rows(idx)  # may map the whole (small) file: over the budget
@@ -125,7 +125,7 @@ def test_random_reads_release_mapped_pages_beyond_the_budget(shards, monkeypatch
     np.testing.assert_array_equal(yr, y[idx])
     # a file smaller than the budget is never released by random reads
     small = ShardedArrays(shards)
-    monkeypatch.setattr(small, "_release", lambda s: released.append(("small", s)))
+    monkeypatch.setattr(small, "release_shard", lambda s: released.append(("small", s)))
     small.rows(rng.integers(0, 3000, 3000))
     assert not [r for r in released if isinstance(r, tuple)]
 

@@ -24,7 +24,7 @@ import pathlib
 
 import pytest
 
-SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
+SRC = pathlib.Path(__file__).resolve().parents[2] / "src"
 PKG = "latentgp"
 
 #: rank of each top-level part of the package; higher ranks may import lower ones

@@ -54,7 +54,7 @@ def _state(m):
     for k in ("site_nu", "site_mu", "site_upsilon", "A", "c"):
         if getattr(m, k, None) is not None:
             out[k] = getattr(m, k).clone()
-    st = getattr(m, "_train_state", None)
+    st = m.training_state().get("train_state") if isinstance(m, lg.QSGP) else None
     if st:
         for k in ("G_mu", "G_craw", "G_dense"):
             out[k] = st[k].clone()

@@ -88,7 +88,7 @@ def _svgp_pair(model, X, Q_total, M, rng):
     """An SVGP built on X and random shared (Z, q) values for the modulated model's GP 0."""
     N, D = X.shape
     svgp = lg.SVGP(num_inducing=M, likelihood=lg.likelihoods.Gaussian(variance=0.3))
-    svgp._build(D, 1)
+    svgp.build(D, 1)
     Z = torch.tensor(rng.uniform(-2, 2, (M, D)))
     qm = torch.tensor(rng.standard_normal(M)) * 0.5
     L = torch.tensor(np.tril(rng.standard_normal((M, M)) * 0.1) + np.eye(M))
@@ -121,7 +121,7 @@ def test_shgp_with_w_fixed_at_zero_is_svgp(rng):
     Xt = torch.tensor(X)
     svgp, Z, qm, L = _svgp_pair(None, X, 2, 8, rng)
     m = lg.SHGP(num_inducing=8, noise_variance=0.3)
-    m._build(1, 1)
+    m.build(1, 1)
     _set_modulated(m, Z, qm, L, fixed_gps=[1])
     with torch.no_grad():
         a = float(m.objective(Xt, y, 40))
@@ -129,12 +129,15 @@ def test_shgp_with_w_fixed_at_zero_is_svgp(rng):
     assert abs(a - b) < 1e-8 * abs(b)
     # and the predictive is SVGP's Gaussian
     with torch.no_grad():
-        mv = svgp._lik_args(*svgp._marginals(Xt, svgp.prior_factor()))
+        # built, not initialised: y_mean = 0 and y_scale = 1, so the public predictions
+        # are in the units of the objective
+        mv = svgp.predict_f(Xt, as_numpy=False)
         lpd_s = svgp.likelihood.predictive_log_density(y, *mv)
-        log_w, mm, vv = m._predictive_mixture(Xt, m.prediction_cache())
+        w, mm, vv = (torch.as_tensor(a) for a in m.predictive_mixture(Xt))
         from latentgp.models.predict import mixture_log_density
 
-        torch.testing.assert_close(mixture_log_density(y, log_w, mm, vv), lpd_s, atol=1e-8, rtol=0)
+        lpd_m = mixture_log_density(y, w.log(), mm, vv)
+        torch.testing.assert_close(lpd_m, lpd_s, atol=1e-8, rtol=0)
 
 
 def test_smgp_with_one_expert_and_prior_gate_is_svgp(rng):
@@ -143,7 +146,7 @@ def test_smgp_with_one_expert_and_prior_gate_is_svgp(rng):
     Xt = torch.tensor(X)
     svgp, Z, qm, L = _svgp_pair(None, X, 2, 8, rng)
     m = lg.SMGP(num_experts=1, num_inducing=8, noise_variance=0.3)
-    m._build(1, 1)
+    m.build(1, 1)
     _set_modulated(m, Z, qm, L, fixed_gps=[])
     with torch.no_grad():
         m.raw_expert_noise.fill_(float(inv_softplus(0.3 - 1e-6)))
@@ -158,7 +161,7 @@ def test_slgp_data_term_with_w_at_zero_is_svgp(rng):
     Xt = torch.tensor(X)
     svgp, Z, qm, L = _svgp_pair(None, X, 1, 8, rng)
     m = lg.SLGP(num_inducing=8, hidden=(8,), noise_variance=0.3)
-    m._build(1, 1)
+    m.build(1, 1)
     with torch.no_grad():
         m.Z = torch.cat([Z, torch.zeros(8, 1, dtype=DT)], -1)
         m.q.q_mu.copy_(qm[None])
@@ -179,8 +182,7 @@ def test_slgp_bound_below_marginal_likelihood_and_tightens_with_samples(rng):
     y = torch.tensor(np.sin(2 * X[:, 0]) + 0.2 * rng.standard_normal(N))
     Xt = torch.tensor(X)
     m = lg.SLGP(num_inducing=6, hidden=(8,), beta=1.0, noise_variance=0.1)
-    m._build(1, 1)
-    m._init_from_data(Xt, y)
+    m.initialize(Xt, y)
     with torch.no_grad():
         # p(w|x) = N(0.3, 0.02); q(w|x,y) = N(0, 0.05); q(h|w) = p(h|w) (KL = 0): the hybrid
         # bound is then an importance-weighted bound on log E_{p(w)p(h|w)} exp(Lt(h)).
@@ -196,7 +198,7 @@ def test_slgp_bound_below_marginal_likelihood_and_tightens_with_samples(rng):
         means = [float(m.point_bounds(Xr, yr, Lzz, S).mean()) * N for S in (1, 4, 32)]
         # reference: plain Monte Carlo of log E_{p(w|x) p(h|w)}[exp Lt(h)] from the prior
         K = 40000
-        mu_p, var_p = m._w_prior(Xt)
+        mu_p, var_p = (torch.as_tensor(a) for a in m.predict_latent_input(Xt))
         w = mu_p + var_p.sqrt() * torch.randn((K, N, 1), dtype=DT)
         phi = torch.cat([Xt.expand(K, N, 1), w], -1)
         h = phi + m.nu0.sqrt() * torch.randn_like(phi)
@@ -244,7 +246,7 @@ def test_heteroscedastic_models_recover_the_noise_function(name, fitted):
     if name == "shgp":
         est = m.noise_std(x)
     else:
-        mean, var = m._latent_raw(torch.tensor(x))
+        mean, var = (torch.as_tensor(a) for a in m.predict_latent(x))  # scaled units
         logv = mean[:, 1] + m.likelihood.log_variance_offset + 0.5 * var[:, 1]
         est = (torch.exp(0.5 * logv) * m.y_scale[0]).detach().numpy()
     ratio = est / truth
@@ -259,11 +261,10 @@ def test_shgp_closed_form_moments_equal_quadrature_mixture(fitted, data):
     X = data["shgp"][0][:50]
     mean, var = m.predict_y(X)
     with torch.no_grad():
-        log_w, mm, vv = m._predictive_mixture(m._check_X(X), m.prediction_cache())
-        qm, qv = mixture_moments(log_w.exp(), mm, vv)
-    s, mu = float(m.y_scale[0]), float(m.y_mean[0])
-    np.testing.assert_allclose(mean, qm.numpy() * s + mu, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(var, qv.numpy() * s**2, rtol=1e-6)
+        # the quadrature mixture, in the targets' units
+        qm, qv = mixture_moments(*(torch.as_tensor(a) for a in m.predictive_mixture(X)))
+    np.testing.assert_allclose(mean, qm.numpy(), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(var, qv.numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["shgp", "svhgp", "smgp", "slgp"])
@@ -296,7 +297,7 @@ def test_density_quantiles_samples_and_kde_are_consistent(name, fitted, data):
 def test_smgp_estimators_agree_in_expectation(fitted, data):
     m = fitted["smgp"]
     Xt = torch.tensor(data["smgp"][0][:50])
-    yt = m._scale_y(torch.tensor(data["smgp"][1][:50]))
+    yt = m.scale_targets(data["smgp"][1][:50])
     with torch.no_grad():
         Lzz = m.prior_factor()
         exact_inner = float(m.data_term(Xt, yt, Lzz, num_samples=4000).mean())
@@ -398,7 +399,7 @@ def test_bad_input_is_rejected(tiny, data):
 def test_svhgp_is_svgp_with_the_heteroscedastic_likelihood(tiny, data):
     m = tiny["svhgp"]
     svgp = lg.SVGP(num_inducing=8, likelihood=HeteroscedasticGaussian(), shared_inducing=False)
-    svgp._build(1, 1)
+    svgp.build(1, 1)
     svgp.load_state_dict(m.state_dict())
     svgp.eval()
     X, y = data["svhgp"][0][:20], data["svhgp"][1][:20]
@@ -437,7 +438,7 @@ def test_files_from_before_the_compositions_still_load(name, likelihood):
     import json
     from pathlib import Path
 
-    here = Path(__file__).parent / "data"
+    here = Path(__file__).resolve().parents[1] / "data"
     ref = json.loads((here / f"{name}_before_composition.json").read_text())
     m = lg.load(here / f"{name}_before_composition.pt")
     assert type(m.likelihood).__name__ == likelihood

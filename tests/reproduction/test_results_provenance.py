@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
 MAX_BYTES = 1_000_000
 RUN_KEYS = ("command", "versions", "cpu", "cpu_count", "threads")

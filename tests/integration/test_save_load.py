@@ -133,7 +133,7 @@ def test_format_version_1_files_still_load(name):
     they predicted when saved."""
     from pathlib import Path
 
-    here = Path(__file__).parent / "data"
+    here = Path(__file__).resolve().parents[1] / "data"
     expected = json.loads((here / "format_v1_predictions.json").read_text())
     m = lg.load(here / f"{name}_format_v1.pt")
     mean, var = m.predict_y(np.array(expected["X_test"]))

@@ -105,8 +105,9 @@ def test_running_expectation_tracks_sparse_updates():
         learn_hyperparameters=False,
     )
     m.fit(X, y, max_steps=60, batch_size=30, seed=1)
-    cv = m._train_state["cv"]
-    fresh = m._make_cv(m._check_X(X), 50, 1)
+    cv = m.training_state()["train_state"]["cv"]
+    m.setup_control_variate(X, rank=50, seed=1)  # recomputed at the current parameters
+    fresh = m.training_state()["train_state"]["cv"]
     assert torch.allclose(cv["Xp"], fresh["Xp"])
     assert torch.allclose(cv["a"], fresh["a"], atol=1e-9)
     assert torch.allclose(cv["A"], fresh["A"], atol=1e-9)
@@ -305,20 +306,19 @@ def test_rvm_em_update_is_coordinate_ascent_on_the_exact_elbo(covariance):
     log s_i vanishes afterwards (central finite differences of the exact ELBO)."""
     X, y = _data(n=30)
     m = _model(X, y, basis="rvm", covariance=covariance, num_dense=3)
-    ys = m._scale_y(torch.as_tensor(y))
     Xt = torch.as_tensor(X)
     before = m.exact_elbo(X, y)
     U = torch.arange(m.m)
-    m._rvm_em_update(U, m._column_norms(Xt))
+    m.rvm_em_update(U, m.column_norms(Xt))
     after = m.exact_elbo(X, y)
     assert after >= before - 1e-9
     h = 1e-5
     for i in (0, 2, 7, 29):  # dense-column rows (chevron) and diagonal-only rows
         with torch.no_grad():
             m.log_s[i] += h
-            up = float(m._exact_elbo(Xt, ys))
+            up = m.exact_elbo(X, y)
             m.log_s[i] -= 2 * h
-            down = float(m._exact_elbo(Xt, ys))
+            down = m.exact_elbo(X, y)
             m.log_s[i] += h
         assert abs(up - down) / (2 * h) < 1e-6
 
@@ -331,13 +331,13 @@ def test_rvm_mackay_update_has_em_fixed_points_and_takes_longer_steps(covariance
     X, y = _data(n=30)
     m = _model(X, y, basis="rvm", covariance=covariance, num_dense=3)
     U = torch.arange(m.m)
-    colnorm = m._column_norms(torch.as_tensor(X))
+    colnorm = m.column_norms(torch.as_tensor(X))
     start = m.log_s.detach().clone()
-    m._rvm_em_update(U, colnorm)
+    m.rvm_em_update(U, colnorm)
     em_step = m.log_s.detach() - start
     with torch.no_grad():
         m.log_s.copy_(start)
-    m._rvm_em_update(U, colnorm, mackay=True)
+    m.rvm_em_update(U, colnorm, mackay=True)
     mackay_step = m.log_s.detach() - start
     moved = em_step.abs() > 1e-9
     assert moved.sum() > 20
@@ -346,11 +346,11 @@ def test_rvm_mackay_update_has_em_fixed_points_and_takes_longer_steps(covariance
     assert (mackay_step.abs() > 1.5 * em_step.abs())[moved].any()
     # at em's fixed point (c_ii and s_i iterated jointly with the mean held) MacKay stays
     for _ in range(500):
-        m._rvm_em_update(U, colnorm)
+        m.rvm_em_update(U, colnorm)
     fixed = m.log_s.detach().clone()
-    m._rvm_em_update(U, colnorm)
+    m.rvm_em_update(U, colnorm)
     assert torch.allclose(m.log_s.detach(), fixed, atol=1e-9)
-    m._rvm_em_update(U, colnorm, mackay=True)
+    m.rvm_em_update(U, colnorm, mackay=True)
     assert torch.allclose(m.log_s.detach(), fixed, atol=1e-7)
 
 
@@ -403,8 +403,9 @@ def test_nystrom_running_expectation_tracks_sparse_updates():
         closed_form_diagonal=False,
     )
     m.fit(X, y, max_steps=40, batch_size=30, seed=2)
-    cv = m._train_state["cv"]
-    fresh = m._make_cv(m._check_X(X), 40, 2)
+    cv = m.training_state()["train_state"]["cv"]
+    m.setup_control_variate(X, rank=40, seed=2)  # recomputed at the current parameters
+    fresh = m.training_state()["train_state"]["cv"]
     assert torch.allclose(cv["b"], fresh["b"], atol=1e-8)
     assert torch.allclose(cv["B"], fresh["B"], atol=1e-8)
 
@@ -421,7 +422,7 @@ def test_rvm_mackay_update_falls_back_to_em_when_gamma_is_not_positive():
         m.c_raw[:10] = 0.5 * math.log(0.5)  # Sigma_ii = 0.5 > 1 / s_i = 0.1
         m.c_raw[10:] = 0.5 * math.log(0.01)  # Sigma_ii = 0.01 < 0.1: gamma = 0.9
         m.mu.fill_(0.3)
-    m._rvm_em_update(U, None, mackay=True)
+    m.rvm_em_update(U, None, mackay=True)
     s = torch.exp(m.log_s.detach())
     assert torch.allclose(s[:10], torch.full((10,), 1.0 / (0.09 + 0.5), dtype=s.dtype))
     assert torch.allclose(s[10:], torch.full((20,), 0.9 / 0.09, dtype=s.dtype))
@@ -441,14 +442,14 @@ def test_newton_mean_step_with_everything_sampled_is_the_exact_optimum(kw):
     X, y = _data()
     m = _model(X, y, mean_step="newton", newton_damping=1.0, learn_hyperparameters=False, **kw)
     Xt = torch.as_tensor(X, dtype=torch.float64)
-    yt = m._scale_y(torch.as_tensor(y, dtype=torch.float64))
+    yt = m.scale_targets(y)
     U = torch.arange(m.m)
     with torch.no_grad():
         Phi = m.features(Xt, U)
         s2 = m.likelihood.variance
-        S = m._prior_block(U)
+        S = m.prior_block(U)
         want = torch.linalg.solve(Phi.T @ Phi / s2 + S, Phi.T @ yt / s2)
-        m._newton_mean(Xt, yt, U, len(y))
+        m.newton_mean(Xt, yt, U, len(y))
     # compared through the fit Phi mu: with Phi = S = K (inducing) H is ill-conditioned
     # and mu itself is determined only up to its near-null directions
     assert torch.allclose(Phi @ m.mu.detach(), Phi @ want, rtol=1e-6, atol=1e-6)
@@ -471,7 +472,7 @@ def test_newton_mean_step_block_hessian_and_gradient_are_unbiased():
         X, y, basis="rvm", covariance="meanfield", mean_step="newton", learn_hyperparameters=False
     )
     Xt = torch.as_tensor(X, dtype=torch.float64)
-    yt = m._scale_y(torch.as_tensor(y, dtype=torch.float64))
+    yt = m.scale_targets(y)
     U = torch.tensor([0, 3, 7, 11, 20])
     mu = m.mu.detach()
     s2 = m.likelihood.variance.detach()
@@ -486,11 +487,11 @@ def test_newton_mean_step_block_hessian_and_gradient_are_unbiased():
     # and the model's step uses exactly these pieces: rho = 1 on one batch
     m.newton_damping = 1.0
     r = rows[0]
-    g = (30 / 3) * full[r][:, U].T @ (yt[r] - full[r] @ mu) / s2 - m._prior_block(U) @ mu[U]
-    H = (30 / 3) * full[r][:, U].T @ full[r][:, U] / s2 + m._prior_block(U)
+    g = (30 / 3) * full[r][:, U].T @ (yt[r] - full[r] @ mu) / s2 - m.prior_block(U) @ mu[U]
+    H = (30 / 3) * full[r][:, U].T @ full[r][:, U] / s2 + m.prior_block(U)
     want = mu[U] + torch.linalg.solve(H, g)
     with torch.no_grad():
-        got = m._newton_mean(Xt[r], yt[r], U, 30)
+        got = m.newton_mean(Xt[r], yt[r], U, 30)
     assert torch.allclose(got, want, rtol=1e-8, atol=1e-10)
 
 
@@ -546,15 +547,15 @@ def test_newton_ridge_shortens_the_step_towards_the_gradient():
         learn_hyperparameters=False,
     )
     Xt = torch.as_tensor(X, dtype=torch.float64)
-    yt = m._scale_y(torch.as_tensor(y, dtype=torch.float64))
+    yt = m.scale_targets(y)
     U = torch.arange(m.m)
     mu = m.mu.detach().clone()
     with torch.no_grad():
         Phi = m.features(Xt, U)
-        H = Phi.T @ Phi / m.likelihood.variance + m._prior_block(U)
-        g = Phi.T @ (yt - Phi @ mu) / m.likelihood.variance - m._prior_block(U) @ mu
+        H = Phi.T @ Phi / m.likelihood.variance + m.prior_block(U)
+        g = Phi.T @ (yt - Phi @ mu) / m.likelihood.variance - m.prior_block(U) @ mu
         lam = 0.05 * torch.diagonal(H).mean()
         want = mu + torch.linalg.solve(H + lam * torch.eye(m.m, dtype=H.dtype), g)
-        got = m._newton_mean(Xt, yt, U, 30)
+        got = m.newton_mean(Xt, yt, U, 30)
     assert torch.allclose(got, want, rtol=1e-8, atol=1e-10)
     assert m.get_config()["newton_ridge"] == 0.05

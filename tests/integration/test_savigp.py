@@ -112,7 +112,7 @@ def test_dense_unwhitened_ell_independent_of_hyperparameters(exact):
     m = lg.SAVIGP(dense=True, posterior="fg", whiten=False, num_samples=5)
     m.fit(X, y, max_steps=1, lr=1e-12, seed=0)
     Xt = torch.as_tensor(X)
-    yt = m._scale_y(torch.as_tensor(y))
+    yt = m.scale_targets(y)
     m.zero_grad()
     m.objective(Xt, yt, len(y)).backward()
     g_full = m.kernel.raw_lengthscale.grad.clone()
@@ -123,7 +123,7 @@ def test_dense_unwhitened_ell_independent_of_hyperparameters(exact):
 
 # --------------------------------------------------------- gradient estimators ----
 def _grads(model, X, y, seed):
-    model._sample_seed = seed
+    model.sample_seed = seed
     model.zero_grad()
     model.expected_log_lik_batch(X, y).backward()
     return torch.cat([model.q.means.grad.reshape(-1), model.q.sqrt_raw.grad.reshape(-1)])
@@ -150,7 +150,7 @@ def _estimator_model(estimator, cv, shift=0.0):
 
 def _exact_grad(m, X, y, shift=0.0):
     m.zero_grad()
-    w, mean, var = m._batch_parts(X, m.prior_factor())
+    w, mean, var = m.batch_marginals(X, m.prior_factor())
     ell = Gaussian(variance=0.1).expected_log_prob(y, mean[..., 0], var[..., 0]).sum(-1)
     (w * (ell + shift * len(y))).sum().backward()
     return torch.cat([m.q.means.grad.reshape(-1), m.q.sqrt_raw.grad.reshape(-1)])
@@ -276,7 +276,7 @@ def test_whitened_kl_terms_equal_the_unwhitened_formulas(kw):
         """u-space formulas; the mixture bound by LU (no jitter: u-space S_k + S_l inherits
         Kzz's conditioning, and the library's Cholesky of it needs jitter here)."""
         Lzz = m.prior_factor()
-        w, mm, R, ld = m._q_parts(Lzz)
+        w, mm, R, ld = m.posterior_components(Lzz)
         cross = mx.cross_entropy(w, mm, R, False, Lzz)
         if len(w) == 1:
             return mx.entropy_bound(w, mm, R, False, ld), cross
@@ -311,9 +311,9 @@ def test_fit_seed_picks_the_monte_carlo_draws():
     assert a.history_.objective == b.history_.objective
     assert a.history_.objective != c.history_.objective
     # a continued fit draws new numbers, it does not restart the stream
-    s0 = a._sample_seed
+    s0 = a.sample_seed
     a.fit(X, y, optimizer="lbfgs", max_steps=2, seed=1, progress=False)
-    assert a._sample_seed > s0
+    assert a.sample_seed > s0
 
 
 # ------------------------------------------------------------ black-box / misc ----

@@ -199,7 +199,7 @@ def test_sparse_ep_with_all_points_as_inducing_equals_full_ep():
         sep = lg.SEP(Z=X, kernel=lg.kernels.RBF(**kern), learn_inducing=False)
         sep.converge_sites(X, y, max_sweeps=3000, tol=1e-12)
         gf = lg.GFITC(Z=X, kernel=lg.kernels.RBF(**kern), ep_tol=1e-12, max_sweeps=3000)
-        gf._prepare(X, y, None)
+        gf.initialize(X, y)
         gf_logz = gf.converge(X, y)
         Kt = sep.kernel(torch.as_tensor(X)).detach().numpy()
         sep_logz = sep.log_evidence(X, y)
@@ -238,7 +238,7 @@ def test_gfitc_gradient_matches_finite_differences():
         m = lg.GFITC(
             Z=Z, kernel=lg.kernels.RBF(lengthscale=ell, variance=1.5), ep_tol=1e-13, max_sweeps=5000
         )
-        m._prepare(X, y, None)
+        m.initialize(X, y)
         return m
 
     m = model(1.0)
@@ -417,7 +417,7 @@ def test_two_processes_equal_one_process(tmp_path):
             os.environ["OMP_NUM_THREADS"] = old_threads
     got = np.load(out)
     one = lg.SEP(Z=Z, kernel=lg.kernels.RBF(lengthscale=1.0, variance=1.0))
-    Xt, ypm = one._prepare_sites(X, y)
+    Xt, ypm = one.prepare_training(X, y)
     _, _, _, _ = one.sweep(Xt, ypm)
     sweep_one = one.log_evidence(X, y)
     one = lg.SEP(Z=Z, kernel=lg.kernels.RBF(lengthscale=1.0, variance=1.0))
@@ -466,7 +466,7 @@ def test_sep_and_gfitc_share_fixed_points_with_m_less_than_n():
     sep = lg.SEP(Z=Z, kernel=lg.kernels.RBF(**kern))
     sep.converge_sites(X, y, max_sweeps=3000, tol=1e-12)
     gf = lg.GFITC(Z=Z, kernel=lg.kernels.RBF(**kern), ep_tol=1e-12, max_sweeps=3000)
-    gf._prepare(X, y, None)
+    gf.initialize(X, y)
     assert gf.converge(X, y) == pytest.approx(sep.log_evidence(X, y), abs=1e-8)
     Xs = np.linspace(-4, 4, 9)[:, None]
     np.testing.assert_allclose(gf.predict_y(Xs)[0], sep.predict_y(Xs)[0], atol=1e-9)
