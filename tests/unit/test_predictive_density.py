@@ -58,7 +58,10 @@ def test_location_likelihoods_match_adaptive_quadrature(lik, pdf, ys):
             with torch.no_grad():
                 got = float(lik.predictive_log_density(*t))
             s = math.sqrt(v)
-            ref = math.log(integrate.quad(lambda f, y=y: pdf(y, f) * stats.norm.pdf(f, m, s),
-                                          m - 14 * s, m + 14 * s, points=[y], limit=2000,
-                                          epsabs=0, epsrel=1e-12)[0])
+            def integrand(f, y=y, m=m, s=s):
+                return pdf(y, f) * stats.norm.pdf(f, m, s)
+
+            val, _ = integrate.quad(integrand, m - 14 * s, m + 14 * s, points=[y], limit=2000,
+                                    epsabs=0, epsrel=1e-12)
+            ref = math.log(val)
             assert abs(got - ref) < 1e-4, (y, m, v, got, ref)
