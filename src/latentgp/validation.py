@@ -190,19 +190,21 @@ def constant_columns(X: Any) -> list[int]:
     return [int(j) for j in np.flatnonzero((arr == arr[:1]).all(axis=0))]
 
 
-def keyword_only_after_first(max_legacy: int | None = None):
+def keyword_only_after_first(max_legacy: int | None = None, legacy: tuple[str, ...] = ()):
     """Decorator for a model's ``__init__`` whose arguments after the first are keyword-only.
 
     Scripts written when they could be passed by position keep working: extra positional
-    arguments are bound, in the order of the keyword-only parameters, to the names they
-    had before (at most ``max_legacy`` of them, None: any), with a ``DeprecationWarning``
-    that shows the keyword spelling.  Every other call is unchanged.
+    arguments are bound to the names they had before -- ``legacy`` (the old positional
+    order), else the keyword-only parameters in order, at most ``max_legacy`` of them
+    (None: all) -- with a ``DeprecationWarning`` that shows the keyword spelling.  Every
+    other call is unchanged.
     """
 
     def decorate(init):
         sig = inspect.signature(init)
         kwonly = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
-        limit = len(kwonly) if max_legacy is None else max_legacy
+        order = list(legacy) or kwonly
+        limit = len(order) if max_legacy is None else max_legacy
 
         @functools.wraps(init)
         def wrapper(self, *args, **kwargs):
@@ -212,9 +214,9 @@ def keyword_only_after_first(max_legacy: int | None = None):
                 if len(extra) > limit:
                     raise TypeError(
                         f"{cls}() takes 1 positional argument; pass the others by keyword "
-                        f"({', '.join(kwonly[:limit + 1])}, ...)"
+                        f"({', '.join(order[:limit + 1])}, ...)"
                     )
-                names = kwonly[: len(extra)]
+                names = order[: len(extra)]
                 for name, value in zip(names, extra, strict=True):
                     if name in kwargs:
                         raise TypeError(f"{cls}() got two values for {name!r}")

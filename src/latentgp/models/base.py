@@ -285,6 +285,7 @@ class GPModel(nn.Module):
         checkpoint_every: int | None = None,
         checkpoint_seconds: float | None = None,
         resume: bool = False,
+        process_group: Any = None,
     ) -> GPModel:
         """Fit to inputs ``X`` ``(N, D)`` and targets ``y`` ``(N,)`` (or ``(N, P)``), or to an
         out-of-core source ``fit(lg.datasets.ShardedArrays(path), batch_size=...)``.
@@ -300,27 +301,13 @@ class GPModel(nn.Module):
         seconds, at the end and on Ctrl-C); ``resume=True`` continues from one.  Inside a
         ``torch.distributed`` process group the step is data-parallel (see
         :mod:`latentgp.training.distributed`).
-        Ctrl-C stops training cleanly, keeping the last completed step.  Returns ``self``.
+        Ctrl-C stops training cleanly, keeping the last completed step.
+        ``process_group``: SEP's sharded mode (each process passes its own shard); other
+        models refuse it.  What a step is, and the defaults, depend on the model: see the
+        class's "Training" notes (SEP: EP sweeps; QSGP: sparse rows).  Returns ``self``.
         """
-        return fit_engine()(
-            self,
-            X,
-            y,
-            batch_size=batch_size,
-            epochs=epochs,
-            max_steps=max_steps,
-            lr=lr,
-            optimizer=optimizer,
-            optimizer_kwargs=optimizer_kwargs,
-            progress=progress,
-            seed=seed,
-            tol=tol,
-            callbacks=callbacks,
-            checkpoint=checkpoint,
-            checkpoint_every=checkpoint_every,
-            checkpoint_seconds=checkpoint_seconds,
-            resume=resume,
-        )
+        options = {k: v for k, v in locals().items() if k not in ("self", "X", "y")}
+        return fit_engine()(self, X, y, **options)
 
     # ------------------------------------------------------ the training contract --
     # Public hooks through which the fit engine (latentgp.training.fit) and the step tasks

@@ -34,7 +34,7 @@ from ..linalg import solve_lower
 from ..validation import keyword_only_after_first
 from .base import register_model
 from .ep_sites import WhitenedPosterior, damp, probit_site_update, probit_tilted
-from .inducing_ep import InducingEPClassifier, check_damping
+from .inducing_ep import LEGACY_ARGUMENT_TAIL, InducingEPClassifier, check_damping
 
 
 @register_model
@@ -51,34 +51,22 @@ class GFITC(InducingEPClassifier):
     default_lr = 1.0
     supports_minibatch = False  # the EP evidence is not a sum over data points
 
-    @keyword_only_after_first()
+    @keyword_only_after_first(
+        legacy=("kernel", "Z", "damping", "ep_tol", "max_sweeps", *LEGACY_ARGUMENT_TAIL)
+    )
     def __init__(
         self,
         num_inducing: int = 50,
         *,
-        kernel: Any = "rbf",
-        Z: Any = None,
         damping: float = 0.5,
         ep_tol: float = 1e-6,
         max_sweeps: int = 200,
-        learn_inducing: bool = True,
-        inducing_init: str = "random",
-        likelihood: Any = "probit",
-        normalize_y: bool = False,
-        device=None,
-        dtype=None,
+        **inducing_kwargs: Any,
     ) -> None:
-        super().__init__(
-            num_inducing,
-            kernel,
-            Z,
-            learn_inducing,
-            inducing_init,
-            likelihood,
-            normalize_y,
-            device,
-            dtype,
-        )
+        """Other keywords (``kernel``, ``Z``, ``learn_inducing``, ``inducing_init``,
+        ``likelihood``, ``normalize_y``, ``device``, ``dtype``) are those of
+        :class:`~latentgp.models.inducing_ep.InducingEPClassifier`."""
+        super().__init__(num_inducing, **inducing_kwargs)
         self.damping = check_damping(damping)
         self.ep_tol, self.max_sweeps = float(ep_tol), int(max_sweeps)
         self.site_tau: torch.Tensor | None = None

@@ -30,6 +30,13 @@ def check_damping(damping: Any) -> float:
         raise ValueError(f"damping must be a number in (0, 1], got {damping!r}")
     return float(damping)
 
+#: The old positional order of the EP classifiers' shared arguments after their own ones
+#: (for :func:`~latentgp.validation.keyword_only_after_first`).
+LEGACY_ARGUMENT_TAIL = (
+    "learn_inducing", "inducing_init", "likelihood", "normalize_y", "device", "dtype",
+)
+
+
 class InducingEPClassifier(InducingInputs, GPModel):
     """Base of binary probit classifiers with M inducing points fitted by EP.
 
@@ -40,6 +47,7 @@ class InducingEPClassifier(InducingInputs, GPModel):
     def __init__(
         self,
         num_inducing: int = 50,
+        *,
         kernel: str | Kernel | None = "rbf",
         Z: Any = None,
         learn_inducing: bool = True,

@@ -70,8 +70,7 @@ gradients of the gathered rows through the reducer the plan passes in (:meth:`QS
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -84,7 +83,7 @@ from ..likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
 from ..linalg import cholesky, solve_lower
 from ..parameters import LOG_2PI
 from ..validation import check_positive_float, check_positive_int, keyword_only_after_first
-from .base import GPModel, fit_engine, register_model
+from .base import GPModel, register_model
 
 BASES = ("rff", "inducing", "rvm")
 COVARIANCES = ("meanfield", "chevron", "full")
@@ -159,6 +158,28 @@ class QSGP(GPModel):
         data batches (n~ / n of a few percent) and local kernel columns the minibatch block
         is nearly singular and undamped steps can wander off; 0.01 keeps them in check.
     feature_seed: seed of the random features / inducing-point choice.
+
+    Training: ``fit`` takes the options of :meth:`GPModel.fit`.
+    Fit by sparse stochastic steps (see module docstring).
+
+    ``batch_size`` is n~ (data rows per step, default ``min(N, 500)``); ``epochs=E``
+    takes ``E * ceil(N / n~)`` steps; ``optimizer`` is ``"adagrad"`` (default) or
+    ``"sgd"`` (no momentum: the control variate needs sparse updates); ``lr`` its
+    step size (default 0.1); ``optimizer_kwargs``: ``{"eps": ...}`` for adagrad (the
+    constant added to the root of the accumulated squared gradients, default 1e-10).
+    The record is in ``self.history_`` (a FitHistory).  The loop is
+    :func:`latentgp.training.loop.run_loop`: ``progress``, ``callbacks``, ``tol``,
+    Ctrl-C and ``checkpoint``/``checkpoint_every``/``checkpoint_seconds``/``resume``
+    behave as in :meth:`GPModel.fit` (a checkpoint holds the AdaGrad accumulators, the
+    control variate's running expectations and the hyperparameter optimiser, so a
+    resumed run matches an uninterrupted one).
+
+    Inside an initialised ``torch.distributed`` default group (``latentgp fit
+    --nproc``, torchrun) every process passes the same full ``X, y`` and draws the same
+    indices; each evaluates the estimator on its part of the sampled rows (weighted so
+    that the average over processes is the one-process estimate) and the gradients of
+    the gathered rows and of the hyperparameters are averaged before the (identical)
+    sparse update: the run equals the one-process run up to round-off.
     """
 
     default_optimizer = "adagrad"
@@ -762,67 +783,6 @@ class QSGP(GPModel):
         if self.basis == "rff":
             ps += list(self.kernel.parameters())
         return [p for p in ps if p.requires_grad]
-
-    def fit(
-        self,
-        X: Any,
-        y: Any = None,
-        *,
-        batch_size: int | None = None,
-        epochs: int | None = None,
-        max_steps: int | None = None,
-        lr: float | None = None,
-        optimizer: str | None = None,
-        optimizer_kwargs: Mapping[str, Any] | None = None,
-        progress: bool | None = None,
-        seed: int | None = None,
-        tol: float | None = None,
-        callbacks=(),
-        checkpoint: str | os.PathLike | None = None,
-        checkpoint_every: int | None = None,
-        checkpoint_seconds: float | None = None,
-        resume: bool = False,
-    ) -> QSGP:
-        """Fit by sparse stochastic steps (see module docstring).
-
-        ``batch_size`` is n~ (data rows per step, default ``min(N, 500)``); ``epochs=E``
-        takes ``E * ceil(N / n~)`` steps; ``optimizer`` is ``"adagrad"`` (default) or
-        ``"sgd"`` (no momentum: the control variate needs sparse updates); ``lr`` its
-        step size (default 0.1); ``optimizer_kwargs``: ``{"eps": ...}`` for adagrad (the
-        constant added to the root of the accumulated squared gradients, default 1e-10).
-        The record is in ``self.history_`` (a FitHistory).  The loop is
-        :func:`latentgp.training.loop.run_loop`: ``progress``, ``callbacks``, ``tol``,
-        Ctrl-C and ``checkpoint``/``checkpoint_every``/``checkpoint_seconds``/``resume``
-        behave as in :meth:`GPModel.fit` (a checkpoint holds the AdaGrad accumulators, the
-        control variate's running expectations and the hyperparameter optimiser, so a
-        resumed run matches an uninterrupted one).
-
-        Inside an initialised ``torch.distributed`` default group (``latentgp fit
-        --nproc``, torchrun) every process passes the same full ``X, y`` and draws the same
-        indices; each evaluates the estimator on its part of the sampled rows (weighted so
-        that the average over processes is the one-process estimate) and the gradients of
-        the gathered rows and of the hyperparameters are averaged before the (identical)
-        sparse update: the run equals the one-process run up to round-off.
-        """
-        return fit_engine()(
-            self,
-            X,
-            y,
-            batch_size=batch_size,
-            epochs=epochs,
-            max_steps=max_steps,
-            lr=lr,
-            optimizer=optimizer,
-            optimizer_kwargs=optimizer_kwargs,
-            progress=progress,
-            seed=seed,
-            tol=tol,
-            callbacks=callbacks,
-            checkpoint=checkpoint,
-            checkpoint_every=checkpoint_every,
-            checkpoint_seconds=checkpoint_seconds,
-            resume=resume,
-        )
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
         return {

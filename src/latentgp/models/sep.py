@@ -49,8 +49,6 @@ all parts are added (:meth:`SEP.fit`).
 from __future__ import annotations
 
 import copy
-import os
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -59,7 +57,7 @@ from torch.special import log_ndtr
 from ..linalg import solve_lower, solve_upper_t
 from ..rng import seeded_scope
 from ..validation import keyword_only_after_first
-from .base import fit_engine, register_model
+from .base import register_model
 from .ep_sites import (
     LOG_2PI,
     WhitenedPosterior,
@@ -70,7 +68,7 @@ from .ep_sites import (
     probit_tilted,
     site_sums,
 )
-from .inducing_ep import InducingEPClassifier, check_damping
+from .inducing_ep import LEGACY_ARGUMENT_TAIL, InducingEPClassifier, check_damping
 
 SCHEMES = ("batch", "stochastic")
 
@@ -112,35 +110,54 @@ class SEP(InducingEPClassifier):
     ``skipped_updates_`` (site updates skipped because the cavity or the new site would
     have had non-positive precision), ``site_updates_`` (updates attempted),
     ``history_`` (:class:`~latentgp.training.FitHistory`; ``objective`` holds log Z_q).
+
+    Training: ``fit`` takes the options of :meth:`GPModel.fit`.
+    Fit to inputs ``X`` ``(N, D)`` and labels ``y`` in {0, 1} ``(N,)``.
+
+    Batch scheme: one step = one sweep over all sites + one hyperparameter step
+    (``epochs`` = ``max_steps`` = sweeps; default 250, the seed's budget).  Stochastic
+    scheme: one step = one minibatch; ``epochs=E`` takes ``E * ceil(N / batch_size)``
+    steps.  ``optimizer``: ``"sign"`` (seed's batch rule, default for batch),
+    ``"adadelta"`` (default for stochastic, lr 1), ``"adam"``, ``"sgd"``;
+    ``optimizer_kwargs`` go to its constructor (e.g. ``{"rho": 0.95, "eps": 1e-6}`` for
+    adadelta, ``{"up": 1.05, "down": 0.5}`` for sign).
+    ``tol``: stop when the relative change of log Z_q per epoch stays below ``tol`` for
+    3 epochs.  The loop is :func:`latentgp.training.loop.run_loop`: ``progress``,
+    ``callbacks``, Ctrl-C, and ``checkpoint``/``checkpoint_every``/
+    ``checkpoint_seconds``/``resume`` behave as in :meth:`GPModel.fit` (a checkpoint
+    holds the sites, the running sums and the optimiser state, so a resumed run
+    matches an uninterrupted one).
+
+    Data-parallel training, two ways:
+
+    - inside an initialised default ``torch.distributed`` group (``latentgp fit
+      --nproc``, torchrun, :func:`latentgp.training.distributed.spawn`), every process
+      passes the SAME full ``X, y``; each works on its part of the data (batch scheme)
+      or of each minibatch (stochastic scheme), the site-parameter updates of all
+      processes are combined (their natural-parameter sums ``A, c`` and the log Z
+      terms are summed, the new sites exchanged) and gradients summed, so the run
+      equals the one-process run up to round-off and every process holds the full
+      state (checkpoints work, and may be resumed with another number of processes);
+    - ``process_group=g``: ``X, y`` are this process's shard and each process keeps
+      only its shard's sites (batch scheme only; no checkpoints).  Parameters are
+      broadcast from the group's first rank, so give ``Z`` and a fixed kernel init
+      for runs that must match a single-process run exactly.
+
     """
 
-    @keyword_only_after_first()
+    @keyword_only_after_first(legacy=("kernel", "Z", "scheme", "damping", *LEGACY_ARGUMENT_TAIL))
     def __init__(
         self,
         num_inducing: int = 50,
         *,
-        kernel: Any = "rbf",
-        Z: Any = None,
         scheme: str = "batch",
         damping: float | None = None,
-        learn_inducing: bool = True,
-        inducing_init: str = "random",
-        likelihood: Any = "probit",
-        normalize_y: bool = False,
-        device=None,
-        dtype=None,
+        **inducing_kwargs: Any,
     ) -> None:
-        super().__init__(
-            num_inducing,
-            kernel,
-            Z,
-            learn_inducing,
-            inducing_init,
-            likelihood,
-            normalize_y,
-            device,
-            dtype,
-        )
+        """Other keywords (``kernel``, ``Z``, ``learn_inducing``, ``inducing_init``,
+        ``likelihood``, ``normalize_y``, ``device``, ``dtype``) are those of
+        :class:`~latentgp.models.inducing_ep.InducingEPClassifier`."""
+        super().__init__(num_inducing, **inducing_kwargs)
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {scheme!r}")
         self.scheme = scheme
@@ -589,81 +606,6 @@ class SEP(InducingEPClassifier):
         else:
             post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
         self._set_q(post.mean, post.sqrt_cov)
-
-    def fit(
-        self,
-        X: Any,
-        y: Any = None,
-        *,
-        batch_size: int | None = None,
-        epochs: int | None = None,
-        max_steps: int | None = None,
-        lr: float | None = None,
-        optimizer: str | None = None,
-        optimizer_kwargs: Mapping[str, Any] | None = None,
-        progress: bool | None = None,
-        seed: int | None = None,
-        tol: float | None = None,
-        callbacks=(),
-        process_group=None,
-        checkpoint: str | os.PathLike | None = None,
-        checkpoint_every: int | None = None,
-        checkpoint_seconds: float | None = None,
-        resume: bool = False,
-    ) -> SEP:
-        """Fit to inputs ``X`` ``(N, D)`` and labels ``y`` in {0, 1} ``(N,)``.
-
-        Batch scheme: one step = one sweep over all sites + one hyperparameter step
-        (``epochs`` = ``max_steps`` = sweeps; default 250, the seed's budget).  Stochastic
-        scheme: one step = one minibatch; ``epochs=E`` takes ``E * ceil(N / batch_size)``
-        steps.  ``optimizer``: ``"sign"`` (seed's batch rule, default for batch),
-        ``"adadelta"`` (default for stochastic, lr 1), ``"adam"``, ``"sgd"``;
-        ``optimizer_kwargs`` go to its constructor (e.g. ``{"rho": 0.95, "eps": 1e-6}`` for
-        adadelta, ``{"up": 1.05, "down": 0.5}`` for sign).
-        ``tol``: stop when the relative change of log Z_q per epoch stays below ``tol`` for
-        3 epochs.  The loop is :func:`latentgp.training.loop.run_loop`: ``progress``,
-        ``callbacks``, Ctrl-C, and ``checkpoint``/``checkpoint_every``/
-        ``checkpoint_seconds``/``resume`` behave as in :meth:`GPModel.fit` (a checkpoint
-        holds the sites, the running sums and the optimiser state, so a resumed run
-        matches an uninterrupted one).
-
-        Data-parallel training, two ways:
-
-        - inside an initialised default ``torch.distributed`` group (``latentgp fit
-          --nproc``, torchrun, :func:`latentgp.training.distributed.spawn`), every process
-          passes the SAME full ``X, y``; each works on its part of the data (batch scheme)
-          or of each minibatch (stochastic scheme), the site-parameter updates of all
-          processes are combined (their natural-parameter sums ``A, c`` and the log Z
-          terms are summed, the new sites exchanged) and gradients summed, so the run
-          equals the one-process run up to round-off and every process holds the full
-          state (checkpoints work, and may be resumed with another number of processes);
-        - ``process_group=g``: ``X, y`` are this process's shard and each process keeps
-          only its shard's sites (batch scheme only; no checkpoints).  Parameters are
-          broadcast from the group's first rank, so give ``Z`` and a fixed kernel init
-          for runs that must match a single-process run exactly.
-
-        Returns ``self``.
-        """
-        return fit_engine()(
-            self,
-            X,
-            y,
-            batch_size=batch_size,
-            epochs=epochs,
-            max_steps=max_steps,
-            lr=lr,
-            optimizer=optimizer,
-            optimizer_kwargs=optimizer_kwargs,
-            progress=progress,
-            seed=seed,
-            tol=tol,
-            callbacks=callbacks,
-            checkpoint=checkpoint,
-            checkpoint_every=checkpoint_every,
-            checkpoint_seconds=checkpoint_seconds,
-            resume=resume,
-            process_group=process_group,
-        )
 
     _SITE_STATE = ("site_nu", "site_mu", "site_upsilon", "A", "c")
 

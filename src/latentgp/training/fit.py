@@ -18,11 +18,12 @@ process group is active (see :mod:`latentgp.training.distributed`).
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import os
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -358,27 +359,15 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     )
 
 
-def fit(
-    model: Any,
-    X: Any,
-    y: Any = None,
-    *,
-    batch_size: int | None = None,
-    epochs: int | None = None,
-    max_steps: int | None = None,
-    lr: float | None = None,
-    optimizer: str | None = None,
-    optimizer_kwargs: Mapping[str, Any] | None = None,
-    progress: bool | None = None,
-    seed: int | None = None,
-    tol: float | None = None,
-    callbacks: Sequence[Callable[[dict], bool | None]] = (),
-    checkpoint: str | os.PathLike | None = None,
-    checkpoint_every: int | None = None,
-    checkpoint_seconds: float | None = None,
-    resume: bool = False,
-    process_group: Any = None,
-) -> Any:
+#: The options of a fit and their defaults: those of ``GPModel.fit``, the one signature.
+FIT_OPTIONS: dict[str, Any] = {
+    name: p.default
+    for name, p in inspect.signature(GPModel.fit).parameters.items()
+    if p.kind is p.KEYWORD_ONLY
+}
+
+
+def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
     """THE fit of every latentgp model (``model.fit(...)`` calls it); returns ``model``.
 
     Resolved here, once, for every model: the data (arrays ``X`` ``(N, D)`` and ``y``
@@ -393,45 +382,22 @@ def fit(
     the plan registered for the model's class (:mod:`latentgp.training.tasks`: the
     gradient plan below, SEP's sites, QSGP's sparse rows).
 
-    Parameters
-    ----------
-    batch_size: minibatch size B (default: the model's; with W processes, the global batch).
-    epochs: passes over the data; exactly ``epochs * ceil(N / B)`` steps are taken.
-    max_steps: number of steps if ``epochs`` is not given (default: the model's).
-    lr, optimizer: learning rate and optimiser name (defaults: the model's); the gradient
-        plan takes ``"adam"``, ``"adadelta"``, ``"sgd"`` or ``"lbfgs"`` (full batch only).
-    optimizer_kwargs: extra keyword arguments of the optimiser (see
-        :func:`latentgp.training.optim.make_optimizer`).
-    progress: show a progress bar (None: only on an interactive terminal; rank 0 only).
-    seed: seeds initial values, shuffling and Monte Carlo draws.
-    tol: stop when the relative change of the per-epoch mean objective stays below
-        ``tol`` for 3 epochs (full batch: per step).
-    callbacks: each called after every step with a dict (step, epoch, objective, model,
-        seconds); returning True stops training.
-    checkpoint: file to write checkpoints to (atomically), every ``checkpoint_every``
-        steps and/or ``checkpoint_seconds`` seconds, and at the end or on Ctrl-C.
-    resume: continue from ``checkpoint`` if it exists; the result then matches an
-        uninterrupted run with the same arguments and seed.
-    process_group: SEP's sharded mode (each process passes its own shard); every other
-        run is data-parallel in the default ``torch.distributed`` group when one with
-        more than one process is initialised.
+    ``options`` are those of :meth:`latentgp.models.base.GPModel.fit` (which documents
+    them); an unknown one is a ``TypeError``, as for a misspelt keyword.
     """
+    unknown = sorted(set(options) - set(FIT_OPTIONS))
+    if unknown:
+        raise TypeError(f"fit() got unexpected keyword argument(s) {unknown}")
+    kw = {**FIT_OPTIONS, **options}
+    progress, callbacks, seed = kw["progress"], kw["callbacks"], kw["seed"]
     build, streams = plan_builder(model)
     data = _resolve_data(model, X, y, streams)
     opts = _resolve_options(
         model,
         data.num_rows,
-        batch_size=batch_size,
-        epochs=epochs,
-        max_steps=max_steps,
-        lr=lr,
-        optimizer=optimizer,
-        optimizer_kwargs=optimizer_kwargs,
-        seed=seed,
-        tol=tol,
-        checkpoint=checkpoint,
-        resume=resume,
-        process_group=process_group,
+        **{k: kw[k] for k in ("batch_size", "epochs", "max_steps", "lr", "optimizer",
+                              "optimizer_kwargs", "seed", "tol", "checkpoint", "resume",
+                              "process_group")},
     )
     with seeded_scope(seed, [getattr(model, "device_", None)]), JitterLog() as jitter_log:
         plan = build(model, data, opts)
@@ -448,10 +414,10 @@ def fit(
             model=model,
             objective_offset=plan.objective_offset,
             objective_scale=plan.objective_scale,
-            checkpoint=checkpoint,
-            checkpoint_every=checkpoint_every,
-            checkpoint_seconds=checkpoint_seconds,
-            resume=resume,
+            checkpoint=opts.checkpoint,
+            checkpoint_every=kw["checkpoint_every"],
+            checkpoint_seconds=kw["checkpoint_seconds"],
+            resume=opts.resume,
             fingerprint=plan.fingerprint,
             rank=plan.rank,
             stacklevel=4,

@@ -74,6 +74,8 @@ def conditional_marginals(
     lead = tuple(q_mu.shape[:-2])
     if not lead:
         return fast_marginals(Kzx, Kxx_diag, Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
+    if q_sqrt_is_diag and q_sqrt is not None:
+        return _diagonal_components(Kzx, Kxx_diag, Lzz, q_mu, q_sqrt, whiten)
     Q, M = q_mu.shape[-2:]
     B = Kzx.shape[-1]
     full = lead + (Q,)
@@ -87,6 +89,20 @@ def conditional_marginals(
         q_sqrt_is_diag,
     )
     return mean.reshape(full + (B,)), var.reshape(full + (B,))
+
+
+def _diagonal_components(Kzx, Kxx_diag, Lzz, q_mu, q_sd, whiten):
+    """Marginals of several diagonal-covariance components (a mixture's leading axis)
+    that share Kzx and Lzz: the projection ``A = Lzz^{-1} Kzx`` (and ``Kzz^{-1} Kzx`` for q
+    over u) is solved once, each component then costs ``O(B M)``:
+    ``var = kxx - |A_n|^2 + sum_m s_m^2 W_mn^2`` with ``W = A`` (whitened) or
+    ``Kzz^{-1} Kzx``; ``mean = W_n^T m``.  Shapes as :func:`conditional_marginals`."""
+    L = Lzz if Lzz.ndim == 3 else Lzz[None]
+    A = solve_lower(L, Kzx.expand(L.shape[:-2] + Kzx.shape[-2:]))  # (Q, M, B)
+    W = A if whiten else solve_upper_t(L, A)
+    mean = (W * q_mu[..., None]).sum(-2)  # (..., Q, B)
+    var = Kxx_diag - A.square().sum(-2) + (q_sd[..., None] * W).square().sum(-2)
+    return mean, _clamp_var(var, Kxx_diag)
 
 
 def gaussian_marginals(
@@ -126,10 +142,12 @@ def predictive_cache(
     whiten: bool,
     q_sqrt_is_diag: bool = False,
 ) -> PredictiveCache:
-    """Build the :class:`PredictiveCache` of q in ``O(M^3)`` per latent and component."""
-    if not quad_form_affordable(Lzz):
-        return PredictiveCache(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
+    """Build the :class:`PredictiveCache` of q in ``O(M^3)`` per latent and component
+    (diagonal components on a leading axis keep the solve path: it shares one projection
+    across them)."""
     lead = tuple(q_mu.shape[:-2])
+    if not quad_form_affordable(Lzz) or (lead and q_sqrt_is_diag):
+        return PredictiveCache(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
     Q, M = q_mu.shape[-2:]
     n = math.prod(lead) * Q
     L = Lzz.expand(lead + (Q, M, M)).reshape(n, M, M)

@@ -46,7 +46,10 @@ class SHGP(ModulatedSVGP):
     ``num_latent`` (2) and ``covariance`` (full).
     """
 
-    @keyword_only_after_first(max_legacy=3)  # kernel, noise_variance, num_quadrature
+    @keyword_only_after_first(
+        legacy=("kernel", "noise_variance", "num_quadrature", "normalize_y", "likelihood",
+                "device", "dtype")
+    )
     def __init__(
         self,
         num_inducing: int = 100,

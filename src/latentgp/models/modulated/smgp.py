@@ -43,7 +43,11 @@ class SMGP(ModulatedSVGP):
     ``num_latent`` (2T) and ``covariance`` (full).
     """
 
-    @keyword_only_after_first(max_legacy=7)  # the old order up to num_gate_samples
+    @keyword_only_after_first(
+        legacy=("num_inducing", "kernel", "num_samples", "estimator", "temperature",
+                "noise_variance", "num_gate_samples", "normalize_y", "likelihood", "device",
+                "dtype")
+    )
     def __init__(
         self,
         num_experts: int = 4,

@@ -27,7 +27,9 @@ class SVHGP(ModulatedSVGP):
     fixed_arguments = ("num_latent",)
     single_output = False
 
-    @keyword_only_after_first(max_legacy=2)  # kernel, likelihood
+    @keyword_only_after_first(
+        legacy=("kernel", "likelihood", "shared_inducing", "normalize_y", "device", "dtype")
+    )
     def __init__(
         self,
         num_inducing: int = 100,
