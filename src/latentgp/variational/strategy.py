@@ -181,7 +181,7 @@ def cached_marginals(
             Kzx, Kxx_diag, cache.Lzz, cache.q_mu, cache.q_sqrt, cache.whiten,
             cache.q_sqrt_is_diag,
         )
-    mean = (Kzx * cache.alpha[..., None]).sum(-2)
+    mean = (cache.alpha[..., None, :] @ Kzx)[..., 0, :]  # a matrix product, not a reduction
     var = Kxx_diag - (Kzx * (cache.R @ Kzx)).sum(-2)
     return mean, _clamp_var(var, Kxx_diag)
 
