@@ -152,3 +152,14 @@ def test_config_values_are_checked(bad):
     with pytest.raises(ValueError, match="config|unknown config"):
         with lg.config(**bad):
             pass
+
+
+@pytest.mark.parametrize("cls", [lg.SVGP, lg.ExactGP, lg.SparseGP, lg.SAVIGP, lg.QSGP])
+def test_noise_variance_is_spelt_the_same_in_every_model(cls):
+    m = cls(noise_variance=0.25)
+    assert float(m.likelihood.variance.detach()) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="not both"):
+        cls(noise_variance=0.25, likelihood=lg.likelihoods.Gaussian(variance=0.3))
+    if cls is not lg.SparseGP:
+        with pytest.raises(ValueError, match="Gaussian noise"):
+            cls(noise_variance=0.25, likelihood="bernoulli")

@@ -31,7 +31,7 @@ from torch import nn
 from ..config import default_dtype, get_config
 from ..io import atomic_write
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
-from ..likelihoods import Likelihood, likelihood_from_config, likelihood_from_name
+from ..likelihoods import Gaussian, Likelihood, likelihood_from_config, likelihood_from_name
 from ..parameters import spread_unit
 from ..rng import seeded_scope
 from ..validation import check_inputs, check_targets
@@ -89,6 +89,22 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+def with_noise_variance(likelihood: Likelihood, noise_variance: float | None) -> Likelihood:
+    """The likelihood with its initial Gaussian noise variance set to ``noise_variance``
+    (every model's ``noise_variance=`` argument; None leaves it as it is).  Refused for a
+    likelihood without Gaussian noise."""
+    if noise_variance is None:
+        return likelihood
+    if not isinstance(likelihood, Gaussian):
+        raise ValueError(
+            f"noise_variance= sets a Gaussian noise variance; the {type(likelihood).__name__} "
+            "likelihood has none (give its parameters to the likelihood instead)"
+        )
+    cfg = likelihood.to_config()
+    cfg["variance"] = float(noise_variance)
+    return likelihood_from_config(cfg)
+
+
 class GPModel(nn.Module):
     """Base class of latentgp models (see module docstring).
 
@@ -101,6 +117,9 @@ class GPModel(nn.Module):
         Laplace) before training; predictions, densities and objectives are reported in
         the original units.
     device, dtype: where and in which precision the model computes (float64 default).
+    noise_variance: the initial Gaussian noise variance, the same spelling in every model
+        (``SVGP(noise_variance=0.1)`` is ``SVGP(likelihood=Gaussian(variance=0.1))``;
+        SHGP, SMGP and SLGP take it too); refused for likelihoods without Gaussian noise.
     """
 
     default_optimizer = "adam"
@@ -115,10 +134,16 @@ class GPModel(nn.Module):
         normalize_y: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        noise_variance: float | None = None,
     ) -> None:
         super().__init__()
         self.kernel = kernel_from_name(kernel)
-        self.likelihood = likelihood_from_name(likelihood)
+        if noise_variance is not None and isinstance(likelihood, Likelihood):
+            raise ValueError(
+                "give the initial noise variance either as noise_variance= or in the "
+                "likelihood object, not both"
+            )
+        self.likelihood = with_noise_variance(likelihood_from_name(likelihood), noise_variance)
         self.normalize_y = bool(normalize_y)
         self.device_ = torch.device(device) if device is not None else torch.device("cpu")
         self.dtype_ = default_dtype(dtype)

@@ -70,8 +70,9 @@ class ExactGP(GPModel):
         normalize_y: bool = True,
         device=None,
         dtype=None,
+        noise_variance: float | None = None,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype)
+        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
         if not isinstance(self.likelihood, Gaussian):
             raise ValueError(
                 "ExactGP needs a Gaussian likelihood (the posterior is only tractable then); "

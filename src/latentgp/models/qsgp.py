@@ -212,8 +212,9 @@ class QSGP(GPModel):
         normalize_y: bool = True,
         device=None,
         dtype=None,
+        noise_variance: float | None = None,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype)
+        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
         if rvm_update not in RVM_UPDATES:
             raise ValueError(f"rvm_update must be one of {list(RVM_UPDATES)}, got {rvm_update!r}")
         self.rvm_update = rvm_update

@@ -147,8 +147,9 @@ class SAVIGP(InducingInputs, GPModel):
         normalize_y: bool = True,
         device=None,
         dtype=None,
+        noise_variance: float | None = None,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype)
+        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
         if posterior is not None:
             num_components, covariance = parse_posterior(posterior)
         self.posterior = posterior

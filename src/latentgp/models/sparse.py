@@ -123,8 +123,9 @@ class SparseGP(InducingInputs, GPModel):
         normalize_y: bool = True,
         device=None,
         dtype=None,
+        noise_variance: float | None = None,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype)
+        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
         self.method = _method_name(method)
         if not isinstance(self.likelihood, Gaussian):
             raise ValueError(

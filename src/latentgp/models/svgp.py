@@ -63,8 +63,9 @@ class SVGP(InducingInputs, GPModel):
         normalize_y: bool = True,
         device=None,
         dtype=None,
+        noise_variance: float | None = None,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype)
+        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
         shared = self._store_inducing_args(num_inducing, Z, learn_inducing, inducing_init)
         check_choice(covariance, "covariance", ("full", "diag"))
         self._num_latent_arg = (
