@@ -7,6 +7,8 @@ the factor (cached until the parameters change).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..constants import LOG_2PI
@@ -53,6 +55,8 @@ class ExactGP(GPModel):
 
     Multi-output targets ``(N, P)`` share the kernel and noise.  Trains with L-BFGS on the
     full data by default.
+    Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
+    ``dtype``, ``noise_variance``.
     """
 
     default_optimizer = "lbfgs"
@@ -67,12 +71,9 @@ class ExactGP(GPModel):
         kernel: str | Kernel | None = "rbf",
         *,
         likelihood: str | Likelihood = "gaussian",
-        normalize_y: bool = True,
-        device=None,
-        dtype=None,
-        noise_variance: float | None = None,
+        **common: Any,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
+        super().__init__(kernel, likelihood, **common)
         if not isinstance(self.likelihood, Gaussian):
             raise ValueError(
                 "ExactGP needs a Gaussian likelihood (the posterior is only tractable then); "

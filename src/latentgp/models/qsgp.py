@@ -180,6 +180,8 @@ class QSGP(GPModel):
     that the average over processes is the one-process estimate) and the gradients of
     the gathered rows and of the hyperparameters are averaged before the (identical)
     sparse update: the run equals the one-process run up to round-off.
+    Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
+    ``dtype``, ``noise_variance``.
     """
 
     default_optimizer = "adagrad"
@@ -209,12 +211,9 @@ class QSGP(GPModel):
         mean_step: str = "gradient",
         newton_damping: float = 0.5,
         newton_ridge: float = 0.0,
-        normalize_y: bool = True,
-        device=None,
-        dtype=None,
-        noise_variance: float | None = None,
+        **common: Any,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
+        super().__init__(kernel, likelihood, **common)
         if rvm_update not in RVM_UPDATES:
             raise ValueError(f"rvm_update must be one of {list(RVM_UPDATES)}, got {rvm_update!r}")
         self.rvm_update = rvm_update

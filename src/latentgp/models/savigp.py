@@ -112,6 +112,8 @@ class SAVIGP(InducingInputs, GPModel):
     Z: initial inducing inputs ``(M, D)`` or ``(Q, M, D)``.
     inducing_init: ``"kmeans"`` or ``"random"`` (a subset of the data, as the paper).
     pred_samples: Monte Carlo draws for predictive densities of black-box likelihoods.
+    Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
+    ``dtype``, ``noise_variance``.
     """
 
     default_optimizer = "adam"
@@ -144,12 +146,9 @@ class SAVIGP(InducingInputs, GPModel):
         prior_variance: list[float] | None = None,
         init_cov_scale: float = 1.0,
         pred_samples: int = 2000,
-        normalize_y: bool = True,
-        device=None,
-        dtype=None,
-        noise_variance: float | None = None,
+        **common: Any,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
+        super().__init__(kernel, likelihood, **common)
         if posterior is not None:
             num_components, covariance = parse_posterior(posterior)
         self.posterior = posterior

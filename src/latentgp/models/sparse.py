@@ -97,6 +97,8 @@ class SparseGP(InducingInputs, GPModel):
     After ``fit`` the model keeps the M x M posterior statistics (not the data); they
     belong to the hyperparameters at the end of training.  :meth:`set_data` recomputes
     them for other data or hand-set hyperparameters.
+    Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
+    ``dtype``, ``noise_variance``.
     """
 
     default_optimizer = "lbfgs"
@@ -120,12 +122,9 @@ class SparseGP(InducingInputs, GPModel):
         learn_inducing: bool = True,
         inducing_init: str = "kmeans",
         chunk_size: int | None = None,
-        normalize_y: bool = True,
-        device=None,
-        dtype=None,
-        noise_variance: float | None = None,
+        **common: Any,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
+        super().__init__(kernel, likelihood, **common)
         self.method = _method_name(method)
         if not isinstance(self.likelihood, Gaussian):
             raise ValueError(

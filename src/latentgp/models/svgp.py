@@ -9,6 +9,8 @@ is shared by the KL and the conditional.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..inducing import (
@@ -41,6 +43,8 @@ class SVGP(InducingInputs, GPModel):
     shared_inducing: one set of inducing inputs for all Q latents.
     covariance: ``"full"`` or ``"diag"`` q(u).  whiten: whitened parameterisation.
     learn_inducing: optimise Z.  inducing_init: ``"kmeans"``, ``"random"``, ``"greedy"``.
+    Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
+    ``dtype``, ``noise_variance``.
     """
 
     default_optimizer = "adam"
@@ -60,12 +64,9 @@ class SVGP(InducingInputs, GPModel):
         whiten: bool = True,
         learn_inducing: bool = True,
         inducing_init: str = "kmeans",
-        normalize_y: bool = True,
-        device=None,
-        dtype=None,
-        noise_variance: float | None = None,
+        **common: Any,
     ) -> None:
-        super().__init__(kernel, likelihood, normalize_y, device, dtype, noise_variance)
+        super().__init__(kernel, likelihood, **common)
         shared = self._store_inducing_args(num_inducing, Z, learn_inducing, inducing_init)
         check_choice(covariance, "covariance", ("full", "diag"))
         self._num_latent_arg = (

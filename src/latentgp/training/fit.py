@@ -35,7 +35,16 @@ from ..models.base import GPModel
 from ..rng import seeded_scope
 from ..validation import check_positive_int
 from . import distributed as D
-from .loop import FitHistory, Sampler, StepTask, TrainingWarning, run_loop, total_steps
+from .loop import (
+    FitHistory,
+    Sampler,
+    StepTask,
+    TrainingWarning,
+    halve_learning_rate,
+    plan_fingerprint,
+    run_loop,
+    total_steps,
+)
 from .optim import OPTIMIZERS, check_optimizer_kwargs, make_optimizer
 from .tasks import FitData, FitOptions, FitPlan, plan_builder, register_plan
 
@@ -175,12 +184,10 @@ class GradientTask(StepTask):
     def recover(self, step: int) -> str:
         self._memo = None
         self.model.load_state_dict(self.snapshot)
-        for g in self.opt.param_groups:
-            g["lr"] *= 0.5
-        self.opt.state.clear()
+        lr = halve_learning_rate(self.opt)
         return (
             f"step {step}: non-finite objective or gradient; restored the last good "
-            f"parameters and lowered the learning rate to {self.opt.param_groups[0]['lr']:.3g}"
+            f"parameters and lowered the learning rate to {lr:.3g}"
         )
 
     def give_up(self, failures: int) -> str:
@@ -339,13 +346,7 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     opt = make_optimizer(optimizer, params, opts.lr, opts.optimizer_kwargs)
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
-    fingerprint = {
-        "N": N,
-        "B": B,
-        "seed": seed,
-        "optimizer": optimizer,
-        "model": type(model).__name__,
-    }
+    fingerprint = plan_fingerprint(N, B, seed, optimizer, type(model).__name__)
     return FitPlan(
         task=GradientTask(model, X, y, params, opt, optimizer),
         sampler=sampler,

@@ -146,6 +146,23 @@ class StepTask:
         """Restore what :meth:`state_dict` wrote (``state`` is the whole checkpoint)."""
 
 
+def halve_learning_rate(opt: torch.optim.Optimizer) -> float:
+    """Step repair's remedy: halve every group's learning rate and forget the optimiser's
+    running state (its moments were built on the failed direction); returns the new rate
+    of the first group, for the event message."""
+    for g in opt.param_groups:
+        g["lr"] *= 0.5
+    opt.state.clear()
+    return float(opt.param_groups[0]["lr"])
+
+
+def plan_fingerprint(N: int, B: int, seed: int | None, optimizer: str, model: str,
+                     **extra: Any) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: data size, batch, seed, optimiser,
+    model (and any model-specific sizes in ``extra``)."""
+    return {"N": N, "B": B, "seed": seed, "optimizer": optimizer, "model": model, **extra}
+
+
 def total_steps(
     steps_per_epoch: int, epochs: int | None, max_steps: int | None, default: int = 1000
 ) -> int:

@@ -30,7 +30,7 @@ from ..models.sep import SEP
 from ..parameters import adopt_input_unit, sharded_column_unit
 from ..validation import check_positive_float
 from . import distributed as D
-from .loop import Sampler, StepTask, total_steps
+from .loop import Sampler, StepTask, halve_learning_rate, plan_fingerprint, total_steps
 from .optim import SparseRowOptimizer, make_optimizer, make_sign_adaptive
 
 __all__ = [
@@ -184,13 +184,10 @@ class SEPTask(StepTask):
 
     def recover(self, step: int) -> str:
         self.model.restore_training_state(self.snapshot)
-        for g in self.opt.param_groups:
-            g["lr"] *= 0.5
-        self.opt.state.clear()
+        lr = halve_learning_rate(self.opt)
         return (
             f"step {step}: non-finite EP evidence or gradient; restored the last "
-            f"good state and lowered the learning rate to "
-            f"{self.opt.param_groups[0]['lr']:.3g}"
+            f"good state and lowered the learning rate to {lr:.3g}"
         )
 
     def give_up(self, failures: int) -> str:
@@ -264,14 +261,7 @@ def sep_plan(model: SEP, data: FitData, opts: FitOptions) -> FitPlan:
     rows = None
     if replicated and model.scheme == "batch":
         rows = torch.tensor_split(torch.arange(N, device=Xt.device), reduce.world)[reduce.rank]
-    fingerprint = {
-        "N": N,
-        "B": B,
-        "seed": opts.seed,
-        "optimizer": opts.optimizer,
-        "model": "SEP",
-        "scheme": model.scheme,
-    }
+    fingerprint = plan_fingerprint(N, B, opts.seed, opts.optimizer, "SEP", scheme=model.scheme)
     return FitPlan(
         task=SEPTask(model, Xt, ypm, opt, params, N_total, reduce, rows),
         sampler=sampler,
@@ -406,14 +396,7 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
     total = total_steps(sampler.steps_per_epoch, opts.epochs, opts.max_steps)
     hyper = model.hyper_parameters()
     hopt = torch.optim.Adam(hyper, lr=model.hyper_lr) if hyper else None
-    fingerprint = {
-        "N": N,
-        "B": B,
-        "seed": opts.seed,
-        "optimizer": opts.optimizer,
-        "model": "QSGP",
-        "m": model.m,
-    }
+    fingerprint = plan_fingerprint(N, B, opts.seed, opts.optimizer, "QSGP", m=model.m)
     return FitPlan(
         task=QSGPTask(model, X, ys, B, sampler, rows, hopt, reduce),
         sampler=sampler,
