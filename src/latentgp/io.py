@@ -105,3 +105,57 @@ def atomic_write(
         detail = err.strerror if isinstance(err, OSError) and err.strerror else None
         text = f"could not write {path}: {cause}" + (f" ({detail})" if detail else "")
         raise WriteError(code, text) from err
+
+
+# ------------------------------------------------------------------ integrity --
+def _update(h: Any, obj: Any) -> None:
+    """Feed a canonical serialisation of ``obj`` (nested dicts, lists, tensors, arrays,
+    numbers, strings) into the hash ``h``."""
+    if isinstance(obj, dict):
+        h.update(b"{")
+        for key in sorted(obj, key=repr):
+            h.update(repr(key).encode())
+            _update(h, obj[key])
+        h.update(b"}")
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"[" if isinstance(obj, list) else b"(")
+        for item in obj:
+            _update(h, item)
+        h.update(b"]")
+    elif hasattr(obj, "detach") and hasattr(obj, "numpy"):  # a torch tensor
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(-1).numpy().tobytes() if t.numel() else b"")
+    elif hasattr(obj, "tobytes") and hasattr(obj, "dtype"):  # a numpy array or scalar
+        h.update(f"A{obj.dtype}{getattr(obj, 'shape', ())}".encode())
+        h.update(obj.tobytes())
+    else:
+        h.update(f"{type(obj).__name__}:{obj!r}".encode())
+
+
+def digest(obj: Any) -> str:
+    """SHA-256 (hex) of a canonical serialisation of ``obj``: any change of a value, a
+    key, a shape or a dtype changes it."""
+    import hashlib
+
+    h = hashlib.sha256()
+    _update(h, obj)
+    return h.hexdigest()
+
+
+def record_digests(records: dict[str, Any]) -> dict[str, str]:
+    """One :func:`digest` per record (the manifest a file stores beside its records)."""
+    return {str(k): digest(v) for k, v in records.items()}
+
+
+def verify_records(path: str, records: dict[str, Any], manifest: Any) -> None:
+    """Check every record of a file against its stored manifest before anything is used;
+    a ``ValueError`` names the file and the first record that does not match."""
+    if not isinstance(manifest, dict) or set(manifest) != {str(k) for k in records}:
+        raise ValueError(f"{path}: the checksum manifest does not list the file's records")
+    for key, value in records.items():
+        if manifest[str(key)] != digest(value):
+            raise ValueError(
+                f"{path}: record {key!r} does not match its checksum (the file is corrupted "
+                "or was altered); it is not used"
+            )

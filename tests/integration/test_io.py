@@ -62,3 +62,61 @@ def test_checkpoint_path_is_checked_before_training(tmp_path):
     assert not m.built  # nothing was trained and lost
     with pytest.raises(WriteError, match="is a folder"):
         check_writable(tmp_path, "output")
+
+
+def _flip_first_bit(t):
+    """A copy of tensor ``t`` with one bit of its first element flipped."""
+    import torch
+
+    raw = torch.from_numpy(t.detach().cpu().numpy().copy())
+    raw.reshape(-1).view(torch.uint8)[0] ^= 1
+    return raw
+
+
+def test_every_record_of_a_model_file_is_verified(tmp_path):
+    """One flipped bit in any tensor record, or a changed header, is refused with the
+    record named; the intact file loads."""
+    import json
+
+    import torch
+
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    m = lg.SVGP(num_inducing=6).fit(X, X[:, 0], max_steps=5, progress=False)
+    path = tmp_path / "m.pt"
+    m.save(path)
+    lg.load(path)
+    payload = torch.load(path, weights_only=True)
+    assert payload["state"], "no records"
+    for key in payload["state"]:
+        bad = torch.load(path, weights_only=True)
+        bad["state"][key] = _flip_first_bit(bad["state"][key])
+        torch.save(bad, tmp_path / "bad.pt")
+        with pytest.raises(ValueError, match=rf"record 'state/{key}' does not match"):
+            lg.load(tmp_path / "bad.pt")
+    bad = torch.load(path, weights_only=True)
+    header = json.loads(bad["header"])
+    header["config"]["num_inducing"] = 7
+    bad["header"] = json.dumps(header)
+    torch.save(bad, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="record 'header' does not match"):
+        lg.load(tmp_path / "bad.pt")
+
+
+def test_every_record_of_a_checkpoint_is_verified(tmp_path):
+    import torch
+
+    from latentgp.training.checkpoint import load_checkpoint, save_checkpoint
+
+    state = {"step": 3, "model": {"w": torch.arange(4.0)}, "rng": torch.arange(3)}
+    save_checkpoint(tmp_path / "c.ckpt", state)
+    assert load_checkpoint(tmp_path / "c.ckpt")["step"] == 3
+    bad = torch.load(tmp_path / "c.ckpt", weights_only=True)
+    bad["model"]["w"] = _flip_first_bit(bad["model"]["w"])
+    torch.save(bad, tmp_path / "bad.ckpt")
+    with pytest.raises(ValueError, match="record 'model' does not match"):
+        load_checkpoint(tmp_path / "bad.ckpt")
+    bad = torch.load(tmp_path / "c.ckpt", weights_only=True)
+    bad["step"] = 4
+    torch.save(bad, tmp_path / "bad.ckpt")
+    with pytest.raises(ValueError, match="record 'step' does not match"):
+        load_checkpoint(tmp_path / "bad.ckpt")

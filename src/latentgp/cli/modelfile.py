@@ -29,6 +29,8 @@ def save_model_file(model: Any, path: str | os.PathLike, preprocessing: dict[str
     """
     import torch
 
+    from ..io import digest
+
     path = os.fspath(path)
     record = {
         "format": PREPROCESSING_FORMAT,
@@ -37,6 +39,7 @@ def save_model_file(model: Any, path: str | os.PathLike, preprocessing: dict[str
     }
     payload = model.file_payload()
     payload[PREPROCESSING_KEY] = json.dumps(record)
+    payload["checksums"][PREPROCESSING_KEY] = digest(payload[PREPROCESSING_KEY])
     atomic_write(path, lambda fh: torch.save(payload, fh), binary=True)
 
 

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from ..config import default_dtype, get_config
-from ..io import atomic_write
+from ..io import atomic_write, record_digests, verify_records
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Gaussian, Likelihood, likelihood_from_config, likelihood_from_name
 from ..parameters import spread_unit
@@ -70,6 +70,15 @@ def set_fit_engine(engine: Callable[..., Any]) -> None:
 #: instead of importing it, so that the model layer does not depend on the training layer
 #: (and ``import latentgp`` stays lazy: the CLI starts without torch).
 DEFAULT_FIT_ENGINE_MODULE = "latentgp.training"
+
+
+def file_records(payload: dict[str, Any]) -> dict[str, Any]:
+    """The records of a model file that its checksum manifest covers: every top-level
+    entry (the header, a tool's additions such as the CLI's preprocessing record) and each
+    tensor of the state, one record apiece."""
+    records = {k: v for k, v in payload.items() if k not in ("checksums", "state")}
+    records.update({f"state/{k}": v for k, v in payload["state"].items()})
+    return records
 
 
 def fit_engine() -> Callable[..., Any]:
@@ -641,7 +650,9 @@ class GPModel(nn.Module):
             "build": self._build_args(),
         }
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        return {"header": json.dumps(header), "state": state}
+        payload = {"header": json.dumps(header), "state": state}
+        payload["checksums"] = record_digests(file_records(payload))
+        return payload
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model to ``path`` (atomically: a failed write leaves no partial file).
@@ -692,6 +703,10 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> G
         ) from None
     if not isinstance(payload, dict) or "header" not in payload or "state" not in payload:
         raise ValueError(f"{path} is not a latentgp model file (no header)")
+    if not isinstance(payload["state"], dict):
+        raise ValueError(f"{path} is not a latentgp model file (no tensor records)")
+    if "checksums" in payload:  # every record is verified before anything is used
+        verify_records(path, file_records(payload), payload["checksums"])
     try:
         header = json.loads(payload["header"])
     except (TypeError, json.JSONDecodeError):

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..io import atomic_write
+from ..io import atomic_write, record_digests, verify_records
 
 FORMAT = "latentgp-checkpoint"
 VERSION = 1
@@ -28,7 +28,8 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
     """Write a checkpoint (see module docstring)."""
-    atomic_torch_save({"format": FORMAT, "version": VERSION, **state}, path)
+    records = {"format": FORMAT, "version": VERSION, **state}
+    atomic_torch_save({**records, "checksums": record_digests(records)}, path)
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -45,6 +46,13 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ValueError(f"{path} is not a latentgp training checkpoint")
+    manifest = state.pop("checksums", None)
+    if manifest is None:
+        raise ValueError(
+            f"checkpoint {path} has no checksums (written by an older latentgp or altered); "
+            "delete it to start afresh"
+        )
+    verify_records(f"checkpoint {path}", state, manifest)
     if state.get("version") != VERSION:
         raise ValueError(
             f"checkpoint {path} has format version {state.get('version')}; this latentgp "
