@@ -120,3 +120,22 @@ def test_every_record_of_a_checkpoint_is_verified(tmp_path):
     torch.save(bad, tmp_path / "bad.ckpt")
     with pytest.raises(ValueError, match="record 'step' does not match"):
         load_checkpoint(tmp_path / "bad.ckpt")
+
+
+def test_a_header_dtype_outside_the_allow_list_is_refused(tmp_path):
+    import json
+
+    import torch
+
+    from latentgp.io import digest
+
+    X = np.random.default_rng(0).normal(size=(30, 1))
+    lg.SVGP(num_inducing=4).fit(X, X[:, 0], max_steps=2, progress=False).save(tmp_path / "m.pt")
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+    header = json.loads(payload["header"])
+    header["config"]["dtype"] = "nn"  # torch.nn exists: getattr would have taken it
+    payload["header"] = json.dumps(header)
+    payload["checksums"]["header"] = digest(payload["header"])
+    torch.save(payload, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="dtype 'nn' is not one of"):
+        lg.load(tmp_path / "bad.pt")

@@ -72,6 +72,15 @@ def set_fit_engine(engine: Callable[..., Any]) -> None:
 DEFAULT_FIT_ENGINE_MODULE = "latentgp.training"
 
 
+#: The dtypes a model file may name (never looked up as arbitrary torch attributes).
+FILE_DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
 def file_records(payload: dict[str, Any]) -> dict[str, Any]:
     """The records of a model file that its checksum manifest covers: every top-level
     entry (the header, a tool's additions such as the CLI's preprocessing record) and each
@@ -237,7 +246,10 @@ class GPModel(nn.Module):
         cfg["kernel"] = kernel_from_config(cfg["kernel"])
         if "likelihood" in cfg:
             cfg["likelihood"] = likelihood_from_config(cfg["likelihood"])
-        cfg["dtype"] = getattr(torch, cfg.get("dtype", "float64"))
+        name = cfg.get("dtype", "float64")
+        if name not in FILE_DTYPES:
+            raise ValueError(f"dtype {name!r} is not one of {sorted(FILE_DTYPES)}")
+        cfg["dtype"] = FILE_DTYPES[name]
         return cls(**cfg, device=device)
 
     # ---------------------------------------------------------------- data checks --
