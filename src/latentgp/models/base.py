@@ -235,9 +235,12 @@ class GPModel(nn.Module):
         }
 
     @classmethod
-    def upgrade_state(cls, state: dict[str, Any]) -> dict[str, Any]:
+    def upgrade_state(
+        cls, state: dict[str, Any], expected: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Rename or convert the tensors of files written by older versions of this model
-        class (e.g. when a parameter moved into the likelihood).  Default: unchanged."""
+        class (e.g. when a parameter moved into the likelihood, or a buffer was added);
+        ``expected`` is the state of the freshly built model.  Default: unchanged."""
         return state
 
     @classmethod
@@ -741,7 +744,7 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> G
         state = payload["state"]
         if version == 1:
             state = _upgrade_state_v1(state, model.state_dict())
-        model.load_state_dict(cls.upgrade_state(state))
+        model.load_state_dict(cls.upgrade_state(state, model.state_dict()))
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ValueError(
             f"{path}: header and tensors do not describe a valid {name}: "

@@ -340,6 +340,14 @@ class QSGP(GPModel):
             return m
         return min(m, 10 if self.num_dense is None else self.num_dense)
 
+    @classmethod
+    def upgrade_state(cls, state: dict, expected: dict | None = None) -> dict:
+        """Files written before the random-feature inputs were centred have no
+        ``input_offset``: zero reproduces their features exactly."""
+        if expected is not None and "input_offset" in expected and "input_offset" not in state:
+            state = {**state, "input_offset": torch.zeros_like(expected["input_offset"])}
+        return state
+
     def _build(self, input_dim: int, output_dim: int, num_basis: int | None = None) -> None:
         if output_dim != 1:
             raise ValueError(f"QSGP models one output column, got {output_dim}")
@@ -359,6 +367,10 @@ class QSGP(GPModel):
         if self.basis == "rff":
             dof = SPECTRAL_DOF[type(self.kernel).__name__]
             self.rff = RandomFourierFeatures(self.m, input_dim, dof, self.feature_seed)
+            # the features see centred inputs: cos(w^T (x - c) + b) -- shifting X by a
+            # constant then changes nothing (uncentred, the phases w^T x move with every
+            # lengthscale step, and learning the lengthscales broke for X far from 0)
+            self.register_buffer("input_offset", torch.zeros(input_dim, dtype=dt))
         else:
             self.register_buffer("Z", torch.zeros(self.m, input_dim, dtype=dt))
         self.register_buffer("logdet_S", torch.zeros((), dtype=dt))
@@ -374,7 +386,7 @@ class QSGP(GPModel):
         """``Phi[X, idx]``: ``(B, K)`` for inputs ``(B, D)`` and basis indices ``(K,)``."""
         if self.basis == "rff":
             ls, var = self._hypers(frozen)
-            return self.rff(X, idx, ls, var)
+            return self.rff(X - self.input_offset, idx, ls, var)
         return self.kernel(X, self.Z[idx])
 
     def _prior_diag(self, idx: torch.Tensor, log_s: torch.Tensor | None = None):
@@ -416,6 +428,8 @@ class QSGP(GPModel):
         super()._init_from_data(X, y)
         N = X.shape[0]
         with torch.no_grad():
+            if self.basis == "rff":
+                self.input_offset.copy_(X.mean(0))
             if self.basis != "rff":
                 g = torch.Generator(device="cpu").manual_seed(self.feature_seed)
                 if self.m == N:

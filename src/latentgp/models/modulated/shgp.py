@@ -103,7 +103,7 @@ class SHGP(ModulatedSVGP):
         return super().from_config(cfg, device)
 
     @classmethod
-    def upgrade_state(cls, state: dict) -> dict:
+    def upgrade_state(cls, state: dict, expected: dict | None = None) -> dict:
         """Tensors of files written before SHGP was a composition: the offset of w was the
         model's ``w_mean``; it is now the likelihood's."""
         state = dict(state)

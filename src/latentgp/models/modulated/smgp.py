@@ -111,7 +111,7 @@ class SMGP(ModulatedSVGP):
         return super().from_config(cfg, device)
 
     @classmethod
-    def upgrade_state(cls, state: dict) -> dict:
+    def upgrade_state(cls, state: dict, expected: dict | None = None) -> dict:
         """Tensors of files written before SMGP was a composition: the expert noises were
         the model's ``raw_expert_noise``, and an unused Gaussian likelihood was stored."""
         state = dict(state)
