@@ -13,30 +13,16 @@ import json
 import numpy as np
 import pytest
 import torch
+from small_sets import cls_data, one_torch_thread, reg_data  # noqa: F401 (fixture)
 
 import latentgp as lg
 from latentgp.training import distributed as D
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _cls_data(n=61, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-3, 3, (n, 2))
-    y = (np.sin(1.5 * X[:, 0]) + 0.5 * X[:, 1] + 0.3 * rng.standard_normal(n) > 0).astype(float)
-    return X, y
 
 
-def _reg_data(n=61, seed=1):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-3, 3, (n, 2))
-    return X, np.sin(X[:, 0]) + 0.1 * X[:, 1] + 0.1 * rng.standard_normal(n)
 
 
 def _sep(scheme="batch"):
@@ -74,14 +60,14 @@ def _assert_same(a, b, tol=0.0):
 
 # ----------------------------------------------------------------- checkpoint/resume --
 CASES = {
-    "sep-batch": (_sep, _cls_data, dict(max_steps=12, seed=0), 5),
+    "sep-batch": (_sep, cls_data, dict(max_steps=12, seed=0), 5),
     "sep-stochastic": (
         lambda: _sep("stochastic"),
-        _cls_data,
+        cls_data,
         dict(batch_size=10, epochs=3, seed=0),
         8,  # mid-epoch: the permutation cursor must be restored
     ),
-    "qsgp": (_qsgp, _reg_data, dict(batch_size=10, max_steps=25, seed=0), 9),
+    "qsgp": (_qsgp, reg_data, dict(batch_size=10, max_steps=25, seed=0), 9),
 }
 
 
@@ -103,7 +89,7 @@ def test_resume_matches_uninterrupted_run(case, tmp_path):
 
 
 def test_sep_ctrl_c_checkpoints_and_resumes(tmp_path):
-    X, y = _cls_data()
+    X, y = cls_data()
     kw = dict(batch_size=10, epochs=2, seed=0)
     ck = tmp_path / "run.ckpt"
 
@@ -123,24 +109,24 @@ def test_sep_ctrl_c_checkpoints_and_resumes(tmp_path):
 
 
 def test_checkpoint_of_another_run_or_scheme_is_refused(tmp_path):
-    X, y = _cls_data()
+    X, y = cls_data()
     ck = tmp_path / "run.ckpt"
     _sep().fit(X, y, max_steps=2, seed=0, checkpoint=ck)
     with pytest.raises(ValueError, match="different run"):
         _sep("stochastic").fit(X, y, batch_size=61, max_steps=2, seed=0, checkpoint=ck, resume=True)
     with pytest.raises(ValueError, match="different run"):
-        _qsgp().fit(*_reg_data(), max_steps=2, seed=0, checkpoint=ck, resume=True)
+        _qsgp().fit(*reg_data(), max_steps=2, seed=0, checkpoint=ck, resume=True)
 
 
 def test_sep_process_group_refuses_checkpoints():
-    X, y = _cls_data()
+    X, y = cls_data()
     with pytest.raises(ValueError, match="cannot checkpoint with process_group"):
         _sep().fit(X, y, max_steps=2, process_group=object(), checkpoint="x.ckpt")
 
 
 # ------------------------------------------------------------------- optimizer_kwargs --
 def test_optimizer_kwargs_reach_the_optimizer():
-    X, y = _reg_data()
+    X, y = reg_data()
     kw = dict(batch_size=20, max_steps=6, lr=0.5, optimizer="adadelta", seed=2)
     default = lg.SVGP(num_inducing=5).fit(X, y, **kw)
     ours = lg.SVGP(num_inducing=5).fit(X, y, **kw, optimizer_kwargs={"rho": 0.95, "eps": 1e-6})
@@ -162,7 +148,7 @@ def test_optimizer_kwargs_in_sep_and_qsgp(monkeypatch):
     import latentgp.training.optim as optim_mod
     import latentgp.training.tasks as tasks_mod
 
-    X, y = _cls_data()
+    X, y = cls_data()
     seen = []
     real = tasks_mod.make_optimizer
 
@@ -190,7 +176,7 @@ def test_optimizer_kwargs_in_sep_and_qsgp(monkeypatch):
     with pytest.raises(ValueError, match="sign optimizer"):
         _sep().fit(X, y, max_steps=1, optimizer_kwargs={"rho": 0.9})
     # QSGP: AdaGrad's eps; a huge eps shrinks the first step to lr * g / eps
-    Xr, yr = _reg_data()
+    Xr, yr = reg_data()
     kw = dict(batch_size=10, max_steps=1, seed=0, lr=0.1)
     q0 = lg.QSGP(num_basis=30, learn_hyperparameters=False, closed_form_diagonal=False)
     q0.fit(Xr, yr, **kw, optimizer_kwargs={"eps": 1e6})
@@ -224,8 +210,8 @@ def test_two_processes_equal_one_process(tmp_path):
     """Data-parallel SEP (site updates of each process's part combined through the summed
     natural parameters) and QSGP (averaged gradients) follow the one-process trajectory up
     to round-off; a checkpoint of a 2-process run resumes in one process."""
-    X, y = _cls_data()  # 61 rows, batch 15: unequal parts
-    Xr, yr = _reg_data()
+    X, y = cls_data()  # 61 rows, batch 15: unequal parts
+    Xr, yr = reg_data()
     out, ck = tmp_path / "two.pt", tmp_path / "run.ckpt"
     D.spawn(_dist_worker, 2, X, y, Xr, yr, str(out), str(ck))
     two = torch.load(out, weights_only=True)

@@ -18,6 +18,7 @@ import pathlib
 import numpy as np
 import pytest
 import torch
+from small_sets import cls_data, one_torch_thread, reg_data  # noqa: F401 (fixture)
 
 import latentgp as lg
 from latentgp.datasets import ShardedArrays
@@ -26,25 +27,11 @@ from latentgp.training import distributed as D
 SRC = pathlib.Path(lg.__file__).resolve().parent
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _cls_data(n=61, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-3, 3, (n, 2))
-    y = (np.sin(1.5 * X[:, 0]) + 0.5 * X[:, 1] + 0.3 * rng.standard_normal(n) > 0).astype(float)
-    return X, y
 
 
-def _reg_data(n=61, seed=1):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-3, 3, (n, 2))
-    return X, np.sin(X[:, 0]) + 0.1 * X[:, 1] + 0.1 * rng.standard_normal(n)
 
 
 def _sep(scheme="batch"):
@@ -59,14 +46,14 @@ def _qsgp():
 
 # name: (model factory, data, fit arguments, step at which the interrupted run stops)
 CASES = {
-    "sep-batch": (_sep, _cls_data, dict(max_steps=10, seed=3), 4),
+    "sep-batch": (_sep, cls_data, dict(max_steps=10, seed=3), 4),
     "sep-stochastic": (
         lambda: _sep("stochastic"),
-        _cls_data,
+        cls_data,
         dict(batch_size=15, epochs=3, seed=3),
         6,  # mid-epoch
     ),
-    "qsgp": (_qsgp, _reg_data, dict(batch_size=15, max_steps=20, seed=3), 7),
+    "qsgp": (_qsgp, reg_data, dict(batch_size=15, max_steps=20, seed=3), 7),
 }
 
 
@@ -134,7 +121,7 @@ class _CountingSource:
 def test_qsgp_streams_its_rows(tmp_path):
     """QSGP reads a source row by row (sampled rows per step, chunks for the closed-form
     diagonal) after the initial subsample, and still equals the in-memory run."""
-    X, y = _reg_data(n=3000)
+    X, y = reg_data(n=3000)
     path = _parquet(tmp_path / "d.parquet", X, y)
     kw = dict(batch_size=15, max_steps=6, seed=1)
     src = _CountingSource(_source(path, tmp_path / "c"))
@@ -145,7 +132,7 @@ def test_qsgp_streams_its_rows(tmp_path):
 
 
 def test_npy_shards_source_for_sep(tmp_path):
-    X, y = _cls_data()
+    X, y = cls_data()
     folder = tmp_path / "shards"
     folder.mkdir()
     for i, (a, b) in enumerate(zip(np.array_split(X, 3), np.array_split(y, 3), strict=True)):
@@ -158,7 +145,7 @@ def test_npy_shards_source_for_sep(tmp_path):
 
 
 def test_source_with_wrong_width_is_refused(tmp_path):
-    X, y = _cls_data()
+    X, y = cls_data()
     m = _sep().fit(X, y, max_steps=2)
     path = _parquet(tmp_path / "d.parquet", np.c_[X, X[:, :1]], y)
     with pytest.raises(ValueError, match="3 columns but the model was trained with 2"):
@@ -208,8 +195,8 @@ def test_two_processes_from_parquet_equal_one_process(tmp_path):
     """SEP (batch and stochastic: summed site statistics) and QSGP (averaged row
     gradients), each reading the Parquet source in two gloo processes, follow the
     one-process in-memory trajectory up to round-off."""
-    X, y = _cls_data()
-    Xr, yr = _reg_data()
+    X, y = cls_data()
+    Xr, yr = reg_data()
     cls_path = _parquet(tmp_path / "c.parquet", X, y)
     reg_path = _parquet(tmp_path / "r.parquet", Xr, yr)
     out = tmp_path / "two.pt"
@@ -234,17 +221,17 @@ def _two_worker(cls_path, reg_path, cache, out):
 
 # ------------------------------------------------------------------------------ seeds --
 def _fit_svgp(seed):
-    X, y = _reg_data()
+    X, y = reg_data()
     return lg.SVGP(num_inducing=5).fit(X, y, batch_size=20, max_steps=4, seed=seed)
 
 
 def _fit_sep(seed):
-    X, y = _cls_data()
+    X, y = cls_data()
     return _sep("stochastic").fit(X, y, batch_size=15, max_steps=4, seed=seed)
 
 
 def _fit_qsgp(seed):
-    X, y = _reg_data()
+    X, y = reg_data()
     return _qsgp().fit(X, y, batch_size=15, max_steps=4, seed=seed)
 
 
@@ -265,7 +252,7 @@ def test_seeded_fit_leaves_the_global_rng_alone(fit):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_seeded_fit_on_cuda_leaves_the_cuda_rng_alone():
-    X, y = _reg_data()
+    X, y = reg_data()
     before = torch.cuda.get_rng_state()
     before_cpu = torch.get_rng_state()
     lg.SVGP(num_inducing=5, device="cuda").fit(X, y, batch_size=20, max_steps=3, seed=2)
@@ -282,10 +269,10 @@ def test_moved_names_say_where_they_went():
 
 
 def test_seeded_initialize_leaves_the_global_rng_alone():
-    X, y = _reg_data()
+    X, y = reg_data()
     before = torch.get_rng_state()
     lg.SVGP(num_inducing=5).initialize(X, y, seed=3)
-    Xc, yc = _cls_data()
+    Xc, yc = cls_data()
     _sep().initialize(Xc, yc, seed=3)
     assert torch.equal(torch.get_rng_state(), before)
 
@@ -336,7 +323,7 @@ def test_cli_sep_from_parquet_with_two_processes(tmp_path, capsys):
     ``--nproc 2`` gives the one-process model."""
     from latentgp.cli import main
 
-    X, y = _cls_data(n=120)
+    X, y = cls_data(n=120)
     path = _parquet(tmp_path / "d.parquet", X, y)
     outs = []
     for nproc in ("1", "2"):

@@ -9,20 +9,14 @@ import math
 import numpy as np
 import pytest
 import torch
+from small_sets import one_torch_thread  # noqa: F401 (fixture)
 
 import latentgp as lg
 from latentgp.likelihoods import Gaussian
 from latentgp.models.savigp import parse_posterior
 from latentgp.variational import mixture as mx
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: one torch thread avoids OpenMP spin-waits on a busy 2-core machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _data(N=40, seed=0):

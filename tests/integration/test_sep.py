@@ -16,6 +16,7 @@ import pytest
 import torch
 from scipy.special import log_ndtr
 from scipy.stats import norm
+from small_sets import one_torch_thread  # noqa: F401 (fixture)
 
 import latentgp as lg
 from latentgp.models.ep_sites import cavity_projection, probit_site_update
@@ -23,13 +24,7 @@ from latentgp.models.ep_sites import cavity_projection, probit_site_update
 GRID = np.linspace(-30, 30, 200001)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny matrices: OpenMP threads only spin on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _problem(n=60, seed=0):

@@ -40,7 +40,7 @@ from .loop import (
     Sampler,
     StepTask,
     TrainingWarning,
-    halve_learning_rate,
+    lower_learning_rate,
     plan_fingerprint,
     run_loop,
     total_steps,
@@ -184,11 +184,7 @@ class GradientTask(StepTask):
     def recover(self, step: int) -> str:
         self._memo = None
         self.model.load_state_dict(self.snapshot)
-        lr = halve_learning_rate(self.opt)
-        return (
-            f"step {step}: non-finite objective or gradient; restored the last good "
-            f"parameters and lowered the learning rate to {lr:.3g}"
-        )
+        return lower_learning_rate(self.opt, step, "objective or gradient", "parameters")
 
     def give_up(self, failures: int) -> str:
         return (

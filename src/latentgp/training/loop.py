@@ -146,14 +146,18 @@ class StepTask:
         """Restore what :meth:`state_dict` wrote (``state`` is the whole checkpoint)."""
 
 
-def halve_learning_rate(opt: torch.optim.Optimizer) -> float:
-    """Step repair's remedy: halve every group's learning rate and forget the optimiser's
-    running state (its moments were built on the failed direction); returns the new rate
-    of the first group, for the event message."""
+def lower_learning_rate(opt: torch.optim.Optimizer, step: int, failure: str, kept: str) -> str:
+    """Step repair's remedy, after the task restored its last good ``kept``: halve every
+    group's learning rate and forget the optimiser's running state (its moments were built
+    on the failed direction).  Returns the event message for ``failure``."""
     for g in opt.param_groups:
         g["lr"] *= 0.5
     opt.state.clear()
-    return float(opt.param_groups[0]["lr"])
+    lr = float(opt.param_groups[0]["lr"])
+    return (
+        f"step {step}: non-finite {failure}; restored the last good {kept} and lowered "
+        f"the learning rate to {lr:.3g}"
+    )
 
 
 def plan_fingerprint(N: int, B: int, seed: int | None, optimizer: str, model: str,

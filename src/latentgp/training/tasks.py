@@ -30,7 +30,7 @@ from ..models.sep import SEP
 from ..parameters import adopt_input_unit, sharded_column_unit
 from ..validation import check_positive_float
 from . import distributed as D
-from .loop import Sampler, StepTask, halve_learning_rate, plan_fingerprint, total_steps
+from .loop import Sampler, StepTask, lower_learning_rate, plan_fingerprint, total_steps
 from .optim import SparseRowOptimizer, make_optimizer, make_sign_adaptive
 
 __all__ = [
@@ -184,11 +184,7 @@ class SEPTask(StepTask):
 
     def recover(self, step: int) -> str:
         self.model.restore_training_state(self.snapshot)
-        lr = halve_learning_rate(self.opt)
-        return (
-            f"step {step}: non-finite EP evidence or gradient; restored the last "
-            f"good state and lowered the learning rate to {lr:.3g}"
-        )
+        return lower_learning_rate(self.opt, step, "EP evidence or gradient", "state")
 
     def give_up(self, failures: int) -> str:
         return (

@@ -27,7 +27,6 @@ would lose accuracy (float32, or Kzz badly conditioned).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +38,17 @@ from .fastpaths import (
     quad_form_factors,
     whitened_moments,
 )
+
+
+def _merge_components(Lzz: torch.Tensor, q_mu: torch.Tensor, q_sqrt: torch.Tensor | None):
+    """q's leading component axes merged into the latent axis, for the ``(Q, ...)`` paths:
+    ``Lzz`` ``(n, M, M)`` (shared, broadcast), ``q_mu`` ``(n, M)``, ``q_sqrt`` ``(n, M, M)``
+    or ``(n, M)``, with ``n = prod(leading) * Q``."""
+    lead = tuple(q_mu.shape[:-2])
+    Q, M = q_mu.shape[-2:]
+    L = Lzz.expand(lead + (Q, M, M)).reshape(-1, M, M)
+    sq = None if q_sqrt is None else q_sqrt.reshape((-1,) + tuple(q_sqrt.shape[len(lead) + 1 :]))
+    return L, q_mu.reshape(-1, M), sq
 
 
 def _clamp_var(var: torch.Tensor, kxx: torch.Tensor) -> torch.Tensor:
@@ -79,14 +89,11 @@ def conditional_marginals(
     Q, M = q_mu.shape[-2:]
     B = Kzx.shape[-1]
     full = lead + (Q,)
+    L, mu, sq = _merge_components(Lzz, q_mu, q_sqrt)
     mean, var = fast_marginals(
         Kzx.expand(full + (M, B)).reshape(-1, M, B),
         Kxx_diag.expand(full + (B,)).reshape(-1, B),
-        Lzz.expand(full + (M, M)).reshape(-1, M, M),
-        q_mu.reshape(-1, M),
-        None if q_sqrt is None else q_sqrt.reshape((-1,) + tuple(q_sqrt.shape[len(lead) + 1 :])),
-        whiten,
-        q_sqrt_is_diag,
+        L, mu, sq, whiten, q_sqrt_is_diag,
     )
     return mean.reshape(full + (B,)), var.reshape(full + (B,))
 
@@ -149,10 +156,8 @@ def predictive_cache(
     if not quad_form_affordable(Lzz) or (lead and q_sqrt_is_diag):
         return PredictiveCache(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
     Q, M = q_mu.shape[-2:]
-    n = math.prod(lead) * Q
-    L = Lzz.expand(lead + (Q, M, M)).reshape(n, M, M)
-    sq = None if q_sqrt is None else q_sqrt.reshape((n,) + tuple(q_sqrt.shape[len(lead) + 1 :]))
-    m_w, T = whitened_moments(L, q_mu.reshape(n, M), sq, whiten, q_sqrt_is_diag)
+    L, mu, sq = _merge_components(Lzz, q_mu, q_sqrt)
+    m_w, T = whitened_moments(L, mu, sq, whiten, q_sqrt_is_diag)
     alpha, R = quad_form_factors(L, m_w, T)
     return PredictiveCache(
         Lzz,
