@@ -36,6 +36,7 @@ RANKS = {
     "validation": 0,
     "kde": 0,
     "rng": 0,
+    "options": 0,
     "linalg": 1,
     "parameters": 1,
     "mixtures": 1,
