@@ -61,17 +61,16 @@ from ..variational.mixture import (
 from .base import GPModel, register_model
 from .inducing_inputs import InducingInputs
 from .predict import chunked, mixture_moments
+from .savigp_fit import fit_alternating, savigp_fit_options
 from .savigp_options import (
     FLAT_KEYWORDS,
+    GROUPS,
     Estimator,
     Posterior,
     Prior,
     grouped_config,
     resolve_options,
 )
-
-#: The paper's ADADELTA settings (decay rate 0.95, epsilon 1e-6; notes A.10).
-PAPER_ADADELTA = {"rho": 0.95, "eps": 1e-6}
 
 
 @register_model
@@ -115,6 +114,11 @@ class SAVIGP(InducingInputs, GPModel):
 
     default_optimizer = "adam"
     default_lr = 0.01
+    #: the constructor arguments that :meth:`get_config` stores as they are kept
+    config_attributes = (
+        "num_inducing", "sparsity", "dense", "shared_inducing", "inducing_init",
+        "learn_inducing", "learn_hyperparameters",
+    )
 
     @keyword_only_after_first(max_legacy=2)
     def __init__(
@@ -185,19 +189,9 @@ class SAVIGP(InducingInputs, GPModel):
     # ----------------------------------------------------------------- config --
     def get_config(self):
         cfg = super().get_config()
-        cfg.update(
-            num_inducing=self.num_inducing,
-            sparsity=self.sparsity,
-            dense=self.dense,
-            posterior=self.posterior.to_config(),
-            estimator=self.estimator.to_config(),
-            prior=self.prior.to_config(),
-            num_latent=self._num_latent_arg,
-            shared_inducing=self.shared_inducing,
-            inducing_init=self.inducing_init,
-            learn_inducing=self.learn_inducing,
-            learn_hyperparameters=self.learn_hyperparameters,
-        )
+        cfg.update({name: getattr(self, name) for name in self.config_attributes})
+        cfg.update({argument: getattr(self, argument).to_config() for argument in GROUPS})
+        cfg["num_latent"] = self._num_latent_arg
         return cfg
 
     @classmethod
@@ -546,17 +540,26 @@ class SAVIGP(InducingInputs, GPModel):
             if kwargs.get("seed") is not None:
                 # the building fit's seed picks the Monte Carlo stream; later fits continue it
                 self._sample_seed = (int(kwargs["seed"]) + 1) * 1_000_003
-        if kwargs.get("optimizer") == "lbfgs" and kwargs.get("batch_size") is None:
-            kwargs["batch_size"] = self.num_data  # L-BFGS is a full-batch method
-        if kwargs.get("optimizer") == "adadelta" and kwargs.get("lr") is None:
-            kwargs["lr"] = 1.0
-        if paper_adadelta and kwargs.get("optimizer") == "adadelta":
-            given = kwargs.get("optimizer_kwargs") or {}
-            kwargs["optimizer_kwargs"] = {**PAPER_ADADELTA, **given}
+        kwargs = savigp_fit_options(
+            kwargs, num_data=self.num_data, paper_adadelta=paper_adadelta
+        )
         callbacks = tuple(kwargs.pop("callbacks", ())) + (self._next_draws,)
         if not alternate:
             return super().fit(X, y, callbacks=callbacks, **kwargs)
-        return self._fit_alternating(X, y, global_iters, inner_steps, global_tol, callbacks, kwargs)
+        for budget in ("epochs", "max_steps"):  # the loop sets the budget of each fit
+            kwargs.pop(budget, None)
+
+        def fit_once(**overrides: Any) -> None:
+            super(SAVIGP, self).fit(X, y, callbacks=callbacks, **{**kwargs, **overrides})
+
+        fit_alternating(
+            self,
+            fit_once,
+            global_iters=global_iters,
+            inner_steps=inner_steps,
+            global_tol=global_tol,
+        )
+        return self
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """The paper's groups: variational, hyperparameters, likelihood, inducing inputs."""
@@ -568,47 +571,6 @@ class SAVIGP(InducingInputs, GPModel):
             "inducing": [self.Z_raw] if isinstance(self.Z_raw, nn.Parameter) else [],
         }
         return {k: [p for p in v if p.requires_grad] for k, v in groups.items()}
-
-    def _fit_alternating(self, X, y, global_iters, inner_steps, global_tol, callbacks, kwargs):
-        kwargs = dict(kwargs)
-        kwargs.pop("epochs", None)
-        kwargs.pop("max_steps", None)
-        if not self.built:  # build and initialise with a zero-step budget pass
-            init_kw = {**kwargs, "optimizer": "adam", "lr": 1e-12}
-            super().fit(X, y, max_steps=1, callbacks=callbacks, **init_kw)
-        groups = {k: v for k, v in self.parameter_groups().items() if v}
-        everything = [p for p in self.parameters() if p.requires_grad]
-        history, prev = None, None
-        try:
-            for _ in range(int(global_iters)):
-                for params in groups.values():
-                    keep = {id(p) for p in params}
-                    for p in everything:
-                        p.requires_grad_(id(p) in keep)
-                    super().fit(X, y, max_steps=inner_steps, callbacks=callbacks, **kwargs)
-                    h = self.history_
-                    if history is None:
-                        history = h
-                    else:
-                        history.objective += h.objective
-                        history.steps += h.steps
-                        history.seconds += h.seconds
-                        history.events += h.events
-                for p in everything:
-                    p.requires_grad_(True)
-                cur = history.objective[-1] if history.objective else None
-                if cur is not None and prev is not None:
-                    if abs(cur - prev) <= global_tol * max(abs(prev), 1.0):
-                        history.stopped = "converged (global loop)"
-                        break
-                prev = cur
-        finally:
-            for p in everything:
-                p.requires_grad_(True)
-        if history is not None and not history.stopped.startswith("converged"):
-            history.stopped = "global iteration budget reached"
-        self.history_ = history
-        return self
 
     # ------------------------------------------------------------- prediction --
     def _compute_cache(self):
