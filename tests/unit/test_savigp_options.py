@@ -299,3 +299,11 @@ def test_a_file_written_with_flat_options_loads_silently_and_predicts_the_same()
     np.testing.assert_allclose(f_var, ref["f_var"], rtol=1e-12)
     lpd = m.log_predictive_density(X, np.array(ref["y"]))
     np.testing.assert_allclose(lpd, ref["lpd"], rtol=1e-12)
+
+
+def test_prior_sizes_are_checked_against_the_latents():
+    X, y = _data()
+    with pytest.raises(ValueError, match=r"prior.mean has 2 values for Q=1"):
+        lg.SAVIGP(5, prior=Prior(mean=[0.0, 1.0])).fit(X, y, max_steps=1)
+    with pytest.raises(ValueError, match=r"prior.variance has 3 values for Q=1"):
+        lg.SAVIGP(5, prior=Prior(variance=[1.0, 1.0, 1.0])).fit(X, y, max_steps=1)

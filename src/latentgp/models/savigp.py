@@ -250,7 +250,7 @@ class SAVIGP(InducingInputs, GPModel):
         pm = torch.zeros(Q, dtype=self.dtype_)
         if self.prior.mean is not None:
             if len(self.prior.mean) != Q:
-                raise ValueError(f"prior_mean has {len(self.prior.mean)} values for Q={Q}")
+                raise ValueError(f"prior.mean has {len(self.prior.mean)} values for Q={Q}")
             pm = torch.tensor(self.prior.mean, dtype=self.dtype_)
         self.register_buffer("prior_mean", pm)
         if self.posterior.parameterization == "lambda":
@@ -275,11 +275,11 @@ class SAVIGP(InducingInputs, GPModel):
             if self.prior.variance is not None:
                 raw = getattr(self.kernel, "raw_variance", None)
                 if raw is None or raw.shape != (self.num_latent,):
-                    raise ValueError("prior_variance needs a stationary kernel (rbf, matern..)")
+                    raise ValueError("prior.variance needs a stationary kernel (rbf, matern..)")
                 pv = torch.tensor(self.prior.variance, dtype=torch.float64)
                 if pv.numel() != self.num_latent:
                     raise ValueError(
-                        f"prior_variance has {pv.numel()} values for Q={self.num_latent}"
+                        f"prior.variance has {pv.numel()} values for Q={self.num_latent}"
                     )
                 raw.copy_(inv_softplus(pv).to(raw))
             if hasattr(self.likelihood, "init_offset"):
