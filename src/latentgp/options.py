@@ -104,6 +104,7 @@ def resolve_group(
     passed = {kw: fv for kw, fv in flat.items() if fv[1] is not UNSET}
     if not passed:
         return group
+    default = group_cls()
     explicit = set()
     if isinstance(given, dict):
         explicit = set(given)
@@ -112,7 +113,6 @@ def resolve_group(
     ):
         explicit = set(group_cls.shorthand_fields)
     elif given is not None:
-        default = group_cls()
         explicit = {
             f.name
             for f in dataclasses.fields(group)
@@ -126,7 +126,14 @@ def resolve_group(
                 f"{field}; use only {group_cls.argument}="
             )
         changes[field] = value
-    spelled = ", ".join(f"{field}={value!r}" for field, value in changes.items())
+    # the whole grouped spelling: the flat values, and what the group argument already set
+    spelled = ", ".join(
+        f"{f.name}={changes[f.name]!r}"
+        if f.name in changes
+        else f"{f.name}={getattr(group, f.name)!r}"
+        for f in dataclasses.fields(group)
+        if f.name in changes or getattr(group, f.name) != getattr(default, f.name)
+    )
     warnings.warn(
         f"{model}: {', '.join(f'{k}=' for k in passed)} "
         f"{'is' if len(passed) == 1 else 'are'} deprecated; write "

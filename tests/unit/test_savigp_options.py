@@ -53,7 +53,7 @@ RENAMES = [
     (
         {"estimator": "score", "control_variates": False},
         {"estimator": Estimator(method="score", control_variates=False)},
-        "control_variates=False",
+        "method='score', control_variates=False",  # the shorthand's field too
     ),
     ({"pred_samples": 50}, {"estimator": Estimator(pred_samples=50)}, "pred_samples=50"),
     ({"prior_mean": [0.3]}, {"prior": Prior(mean=(0.3,))}, "mean=[0.3]"),
@@ -153,8 +153,11 @@ def test_a_flat_keyword_beside_a_group_setting_other_fields_is_merged():
     with pytest.warns(DeprecationWarning, match="control_variates"):
         m = lg.SAVIGP(5, estimator="score", control_variates=False)
     assert m.estimator == Estimator(method="score", control_variates=False)
-    with pytest.warns(DeprecationWarning, match="whiten"):
+    with pytest.warns(DeprecationWarning) as caught:
         m = lg.SAVIGP(5, posterior="mog2", whiten=False)
+    assert "posterior=lg.SAVIGP.Posterior(components=2, covariance='diag', whiten=False)" in (
+        str(caught.list[0].message)
+    )
     assert m.posterior == Posterior(components=2, covariance="diag", whiten=False)
 
 
