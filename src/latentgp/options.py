@@ -18,6 +18,8 @@ both spellings of one field is an error.  Models call it once per group in ``__i
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import warnings
 from typing import Any, ClassVar, TypeVar
 
@@ -33,6 +35,12 @@ class OptionGroup:
 
     #: the constructor argument that takes this group (for messages), e.g. ``"posterior"``
     argument: ClassVar[str] = ""
+    #: how users write the class (for messages), e.g. ``"lg.SAVIGP.Posterior"``; default
+    #: the class name
+    written_as: ClassVar[str] = ""
+    #: the fields that a shorthand (a value ``parse`` reads other than an instance or a
+    #: dict) sets; None: the fields where the parsed group differs from the default
+    shorthand_fields: ClassVar[tuple[str, ...] | None] = None
 
     def __post_init__(self) -> None:  # subclasses check their fields here
         pass
@@ -99,6 +107,10 @@ def resolve_group(
     explicit = set()
     if isinstance(given, dict):
         explicit = set(given)
+    elif given is not None and not isinstance(given, group_cls) and (
+        group_cls.shorthand_fields is not None
+    ):
+        explicit = set(group_cls.shorthand_fields)
     elif given is not None:
         default = group_cls()
         explicit = {
@@ -118,8 +130,26 @@ def resolve_group(
     warnings.warn(
         f"{model}: {', '.join(f'{k}=' for k in passed)} "
         f"{'is' if len(passed) == 1 else 'are'} deprecated; write "
-        f"{group_cls.argument}={group_cls.__name__}({spelled})",
+        f"{group_cls.argument}={group_cls.written_as or group_cls.__name__}({spelled})",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=caller_stacklevel(),
     )
     return group.replace(**changes)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` in the function that calls this one
+    which points at the first frame outside the latentgp package: the user's line, however
+    many of the package's frames (a model's ``__init__``, a subclass's ``super().__init__``,
+    the :func:`~latentgp.validation.keyword_only_after_first` wrapper) lie between."""
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE_DIR
+    ):
+        frame = frame.f_back
+        level += 1
+    return level

@@ -19,6 +19,8 @@ The package, one module per piece of the maths:
 
 - :mod:`.model`: the :class:`QSGP` class -- options, basis functions, build,
   initialisation (Prop. 1's closed-form diagonal), predictions (Appendix G's augmentation);
+- :mod:`.options`: the grouped options (``lg.QSGP.Basis``, ``Covariance``,
+  ``ControlVariate``, ``Newton``, ``Hyperparameters``) and the deprecated flat keywords;
 - :mod:`.factor`: the factor ``C`` of ``Sigma = C C^T`` (mean-field, chevron, full);
 - :mod:`.estimator`: the index draws, the unbiased ELBO estimator (Theorems 1-2,
   Prop. 2) and the corrected Theorem 3 lower bound for non-Gaussian likelihoods;
@@ -31,7 +33,8 @@ Training runs through the one fit (:func:`latentgp.training.fit`) with QSGP's pl
 (:func:`latentgp.training.tasks.qsgp_plan`), which calls :meth:`QSGP.sparse_step`.
 """
 
-from .model import BASES, COVARIANCES, MEAN_STEPS, QSGP, VARIATIONAL_OPTIMIZERS
+from .model import QSGP, VARIATIONAL_OPTIMIZERS
+from .options import BASES, COVARIANCES, MEAN_STEPS
 from .rvm import RVM_MAX_PRECISION, RVM_UPDATES
 
 __all__ = [

@@ -1,6 +1,6 @@
 """QSGP's control variates (notes B.4; Prop. 3, Appendix F).
 
-The control variate of Prop. 3 (rank ``cv_rank`` support points ``X_p``, running
+The control variate of Prop. 3 (``ControlVariate.rank`` support points ``X_p``, running
 expectation ``a = Phi_p mu`` updated in ``O(n_bar m~)``, sparse-gradient scaling of
 Appendix F.1) is applied to the ``Phi^T Phi`` term of the mean and of every sampled dense
 column, with the support features frozen at the hyperparameters of the moment it was
@@ -31,7 +31,7 @@ from .factor import column_values
 
 def uses_nystrom(model: GPModel) -> bool:
     """Whether a control variate set up now includes the Nyström one (Appendix F.2)."""
-    return model.nystrom_cv and model.basis == "inducing"
+    return model.control_variate.nystrom and model.basis.kind == "inducing"
 
 
 def make_control_variate(model: GPModel, X: torch.Tensor, rank: int, seed: int) -> dict:
@@ -41,7 +41,7 @@ def make_control_variate(model: GPModel, X: torch.Tensor, rank: int, seed: int) 
     p = torch.randperm(X.shape[0], generator=g)[: min(rank, X.shape[0])].to(X.device)
     Xp = X[p]
     hypers = None
-    if model.basis == "rff":
+    if model.basis.kind == "rff":
         hypers = {
             "lengthscale": model.kernel.lengthscale.detach().clone(),
             "variance": model.kernel.variance.detach().clone(),

@@ -29,7 +29,7 @@ functions are used.  ``tests/integration/test_qsgp.py`` checks both claims by qu
 the printed form (``z`` times the variance) is not the expected log-likelihood.
 
 Every function takes the (built) QSGP model and reads its public attributes: ``m``,
-``k``, ``basis``, ``basis_batch``, ``num_columns``, the parameters ``mu``, ``c_raw``,
+``k``, the option groups ``basis`` and ``covariance``, the parameters ``mu``, ``c_raw``,
 ``c_dense`` (``log_s``), ``features`` and ``prior_diag``.
 """
 
@@ -48,7 +48,7 @@ from .factor import column_values, dense_factor
 
 def sample_indices(model: GPModel, n: int, batch_size: int, gen: torch.Generator) -> dict:
     """One draw of the indices of a step: data rows ``ell`` (all when ``batch_size >= n``),
-    basis rows ``I`` and ``J`` (``basis_batch`` each, with replacement, scales ``sI``,
+    basis rows ``I`` and ``J`` (``basis.batch`` each, with replacement, scales ``sI``,
     ``sJ`` = m / m~), dense columns ``R`` (without replacement, scale ``sR``), their union
     ``U`` and the positions ``invI``, ``invJ``, ``invR`` of each draw in ``U``."""
     dev = model.mu.device
@@ -58,14 +58,15 @@ def sample_indices(model: GPModel, n: int, batch_size: int, gen: torch.Generator
         s["ell"] = torch.arange(n, device=dev)
     else:
         s["ell"] = torch.randint(n, (batch_size,), generator=gen).to(dev)
-    if model.basis_batch >= m:
+    if model.basis.batch >= m:
         s["I"] = s["J"] = torch.arange(m, device=dev)
         s["sI"] = s["sJ"] = 1.0
     else:
-        s["I"] = torch.randint(m, (model.basis_batch,), generator=gen).to(dev)
-        s["J"] = torch.randint(m, (model.basis_batch,), generator=gen).to(dev)
-        s["sI"] = s["sJ"] = m / model.basis_batch
-    ncols = min(k, 10) if model.num_columns is None else min(k, model.num_columns)
+        s["I"] = torch.randint(m, (model.basis.batch,), generator=gen).to(dev)
+        s["J"] = torch.randint(m, (model.basis.batch,), generator=gen).to(dev)
+        s["sI"] = s["sJ"] = m / model.basis.batch
+    num_columns = model.covariance.num_columns
+    ncols = min(k, 10) if num_columns is None else min(k, num_columns)
     if ncols >= k:
         s["R"] = torch.arange(k, device=dev)
         s["sR"] = 1.0
@@ -88,7 +89,7 @@ def gather_rows(model: GPModel, s: dict) -> dict[str, torch.Tensor]:
         "craw": model.c_raw.detach()[U].clone(),
         "dense": model.c_dense.detach()[U[:, None], R[None, :]].clone(),
     }
-    if model.basis == "rvm":
+    if model.basis.kind == "rvm":
         leaves["log_s"] = model.log_s.detach()[U].clone()
     for v in leaves.values():
         v.requires_grad_(True)
@@ -119,7 +120,7 @@ def elbo_estimate(
     CI, CJ = CU[iI], CU[iJ]
     craw_R = lv["craw"][iR]
     log_s = lv.get("log_s")
-    if model.basis == "inducing":
+    if model.basis.kind == "inducing":
         KJI = model.kernel(model.Z[J], model.Z[I])
         prior_mu = sI * sJ * (muJ @ (KJI @ muI))
         prior_C = sI * sJ * ((KJI @ CI) * CJ).sum(0)  # (|R|,)
@@ -132,9 +133,9 @@ def elbo_estimate(
     # diagonal-only columns r >= k, hit by the row draws
     crI, crJ = lv["craw"][iI], lv["craw"][iJ]
     offI, offJ = (I >= k).to(Xl.dtype), (J >= k).to(Xl.dtype)
-    if model.basis == "rff":
+    if model.basis.kind == "rff":
         logdet_S = Xl.new_zeros(())
-    elif model.basis == "rvm":
+    elif model.basis.kind == "rvm":
         lsI, lsJ = log_s[iI], log_s[iJ]
         logdet_S = 0.5 * (sI * lsI.sum() + sJ * lsJ.sum())
     else:
@@ -187,7 +188,7 @@ def exact_elbo(model: GPModel, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor
     Phi = model.features(X, idx)
     C = dense_factor(model.c_raw.detach(), model.c_dense.detach())
     mu = model.mu.detach()
-    if model.basis == "inducing":
+    if model.basis.kind == "inducing":
         S = model.kernel(model.Z)
         logdet_S = model.logdet_S
     else:

@@ -1,7 +1,7 @@
 """The factor ``C`` of QSGP's posterior covariance ``Sigma = C C^T`` (notes B.1, B.3).
 
 ``C`` is lower triangular with positive diagonal ``c_rr = exp(c_raw_r)``: mean-field
-(diagonal), ``"chevron"`` (the first ``k = num_dense`` columns dense below the diagonal,
+(diagonal), ``"chevron"`` (the first ``k = Covariance.num_dense`` columns dense below the diagonal,
 the rest diagonal) or ``"full"`` (``k = m``).  The model stores the diagonal's logarithm
 ``c_raw`` ``(m,)`` and the dense columns' entries ``c_dense`` ``(m, k)``; only the
 entries below the diagonal of ``c_dense`` are used.

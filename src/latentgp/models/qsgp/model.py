@@ -18,7 +18,6 @@ hooks onto them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -30,17 +29,25 @@ from ...kernels import Kernel
 from ...kernels.features import SPECTRAL_DOF, RandomFourierFeatures
 from ...likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
 from ...linalg import cholesky
-from ...validation import check_positive_float, check_positive_int, keyword_only_after_first
+from ...options import OptionGroup
+from ...validation import check_positive_int, keyword_only_after_first
 from ..base import GPModel, register_model
 from . import control_variates, estimator, newton, rvm
 from .factor import dense_factor, optimal_log_diagonal
+from .options import (
+    FLAT_KEYWORDS,
+    GROUPS,
+    Basis,
+    ControlVariate,
+    Covariance,
+    Hyperparameters,
+    Newton,
+    grouped_config,
+    resolve_options,
+)
 from .predict import predictive_moments
-from .rvm import RVM_UPDATES
 from .step import sparse_step
 
-BASES = ("rff", "inducing", "rvm")
-COVARIANCES = ("meanfield", "chevron", "full")
-MEAN_STEPS = ("gradient", "newton")
 VARIATIONAL_OPTIMIZERS = ("adagrad", "sgd")
 
 
@@ -52,35 +59,34 @@ class QSGP(GPModel):
     ----------
     num_basis: m; None: 1000 random features, or every training point for the
         inducing / RVM bases.
-    basis: ``"rff"``, ``"inducing"`` or ``"rvm"``.
+    basis: a :class:`Basis` (``lg.QSGP.Basis(kind, batch, seed, rvm_update)``) or its
+        kind, ``"rff"`` (default), ``"inducing"`` or ``"rvm"``.
     likelihood: ``"gaussian"`` (unbiased estimator), ``"bernoulli"`` or ``"laplace"``
         (Theorem 3 lower bound).
     kernel: RBF / Matérn for ``"rff"``; any stationary kernel for the others.
-    covariance: ``"meanfield"``, ``"chevron"`` or ``"full"`` C.
-    num_dense: dense columns of the chevron (default 10).
-    basis_batch: m~, basis functions drawn per index set (all when >= m).
-    num_columns: dense columns sampled per step (default: all dense columns, at most 10).
-    cv_rank: n_bar, support points of the control variate (0: none; Gaussian only).
-    learn_hyperparameters: empirical Bayes for kernel (rff) / noise / s (rvm).
+    covariance: a :class:`Covariance` (``lg.QSGP.Covariance(kind, num_dense, num_columns,
+        closed_form_diagonal)``) or its kind, ``"meanfield"`` (default), ``"chevron"`` or
+        ``"full"``.
+    control_variate: a :class:`ControlVariate` (``lg.QSGP.ControlVariate(rank,
+        nystrom)``) or its rank (default 0: none; Gaussian likelihood only).
+    mean_step: how the sampled rows of the mean move: ``"gradient"`` (default, as in the
+        seed; the sparse optimiser's step) or a :class:`Newton`
+        (``lg.QSGP.Newton(damping, ridge)``, or ``"newton"`` for its defaults; Gaussian
+        likelihood only; a randomised block-Newton step).
+    hyperparameters: a :class:`Hyperparameters` (``lg.QSGP.Hyperparameters(lr, delay)``):
+        Adam on the kernel (rff) / noise hyperparameters.
+    learn_hyperparameters: empirical Bayes for kernel (rff) / noise / s (rvm); None: all
+        bases but ``"inducing"``.
     augment: predictive-variance augmentation (default: on for ``"inducing"``).
-    closed_form_diagonal: set diagonal columns by Prop. 1 before and after fitting
-        (an O(N m) pass); None: when N m <= 2e8 and the likelihood is Gaussian.
-    hyper_lr, hyper_delay: Adam learning rate of the hyperparameters and the number
-        of initial steps during which they stay frozen.
-    rvm_update: how the RVM precisions s are learned (``basis="rvm"``): ``"gradient"``
-        (default, as in the seed), ``"em"`` or ``"mackay"`` (closed-form updates of
-        the sampled rows; :mod:`latentgp.models.qsgp.rvm`).
-    nystrom_cv: with ``basis="inducing"`` and ``cv_rank > 0``, also apply the Nyström
-        control variate of Appendix F.2 to the prior term ``mu^T K mu``
-        (:mod:`latentgp.models.qsgp.control_variates`).
-    mean_step: how the sampled rows of the mean move: ``"gradient"`` (default, as in
-        the seed; the sparse optimiser's step) or ``"newton"`` (Gaussian likelihood
-        only; a randomised block-Newton step, :mod:`latentgp.models.qsgp.newton`).
-    newton_damping: the step fraction of ``mean_step="newton"`` (0 < rho <= 1).
-    newton_ridge: Levenberg-Marquardt term of ``mean_step="newton"``: ``H_UU`` gets
-        ``newton_ridge * mean(diag H_UU)`` added to its diagonal (default 0; 0.01 keeps
-        steps on small data batches with local kernel columns in check).
-    feature_seed: seed of the random features / inducing-point choice.
+
+    The fields of each group are documented on its class (:mod:`latentgp.models.qsgp.options`).
+    Deprecated flat keywords (a ``DeprecationWarning`` shows the grouped spelling):
+    ``basis_batch``, ``feature_seed``, ``rvm_update`` (``basis=``: ``batch``, ``seed``,
+    ``rvm_update``), ``num_dense``, ``num_columns``, ``closed_form_diagonal``
+    (``covariance=``), ``cv_rank``, ``nystrom_cv`` (``control_variate=``: ``rank``,
+    ``nystrom``), ``newton_damping``, ``newton_ridge`` (``mean_step=lg.QSGP.Newton``:
+    ``damping``, ``ridge``), ``hyper_lr``, ``hyper_delay`` (``hyperparameters=``: ``lr``,
+    ``delay``).
 
     Training: ``fit`` takes the options of :meth:`GPModel.fit` and runs sparse stochastic
     steps (:mod:`latentgp.models.qsgp.step`).  ``batch_size`` is n~ (data rows per step,
@@ -97,6 +103,12 @@ class QSGP(GPModel):
     ``dtype``, ``noise_variance``.
     """
 
+    Basis = Basis
+    Covariance = Covariance
+    ControlVariate = ControlVariate
+    Newton = Newton
+    Hyperparameters = Hyperparameters
+
     default_optimizer = "adagrad"
     default_lr = 0.1
 
@@ -105,87 +117,67 @@ class QSGP(GPModel):
         self,
         num_basis: int | None = None,
         *,
-        basis: str = "rff",
+        basis: Basis | str | dict[str, Any] | None = None,
         likelihood: str | Likelihood = "gaussian",
         kernel: str | Kernel | None = "rbf",
-        covariance: str = "meanfield",
-        num_dense: int | None = None,
-        basis_batch: int = 1000,
-        num_columns: int | None = None,
-        cv_rank: int = 0,
+        covariance: Covariance | str | dict[str, Any] | None = None,
+        control_variate: ControlVariate | int | dict[str, Any] | None = None,
+        mean_step: Newton | str | dict[str, Any] = "gradient",
+        hyperparameters: Hyperparameters | dict[str, Any] | None = None,
         learn_hyperparameters: bool | None = None,
         augment: bool | None = None,
-        closed_form_diagonal: bool | None = None,
-        hyper_lr: float = 0.01,
-        hyper_delay: int = 0,
-        feature_seed: int = 0,
-        rvm_update: str = "gradient",
-        nystrom_cv: bool = True,
-        mean_step: str = "gradient",
-        newton_damping: float = 0.5,
-        newton_ridge: float = 0.0,
         **common: Any,
     ) -> None:
+        flat = {k: common.pop(k) for k in list(common) if k in FLAT_KEYWORDS}
         super().__init__(kernel, likelihood, **common)
-        if rvm_update not in RVM_UPDATES:
-            raise ValueError(f"rvm_update must be one of {list(RVM_UPDATES)}, got {rvm_update!r}")
-        self.rvm_update = rvm_update
-        if mean_step not in MEAN_STEPS:
-            raise ValueError(f"mean_step must be one of {list(MEAN_STEPS)}, got {mean_step!r}")
-        self.mean_step = mean_step
-        newton_damping = check_positive_float(newton_damping, "newton_damping")
-        if newton_damping > 1:
-            raise ValueError(f"newton_damping must be in (0, 1], got {newton_damping!r}")
-        self.newton_damping = newton_damping
-        if not (isinstance(newton_ridge, (int, float)) and math.isfinite(newton_ridge)) or (
-            newton_ridge < 0
-        ):
-            raise ValueError(f"newton_ridge must be a finite number >= 0, got {newton_ridge!r}")
-        self.newton_ridge = float(newton_ridge)
-        self.nystrom_cv = bool(nystrom_cv)
-        if basis not in BASES:
-            raise ValueError(f"basis must be one of {list(BASES)}, got {basis!r}")
-        if covariance not in COVARIANCES:
-            raise ValueError(f"covariance must be one of {list(COVARIANCES)}, got {covariance!r}")
+        given = {
+            "basis": basis,
+            "covariance": covariance,
+            "control_variate": control_variate,
+            "mean_step": mean_step,
+            "hyperparameters": hyperparameters,
+        }
+        groups = resolve_options(given, flat, model=type(self).__name__)
+        self.basis: Basis = groups["basis"]
+        self.covariance: Covariance = groups["covariance"]
+        self.control_variate: ControlVariate = groups["control_variate"]
+        self.mean_step: Newton | str = groups["mean_step"]
+        self.hyperparameters: Hyperparameters = groups["hyperparameters"]
+        self._check_likelihood_and_kernel()
+        self.num_basis = None if num_basis is None else check_positive_int(num_basis, "num_basis")
+        if learn_hyperparameters is None:
+            learn_hyperparameters = self.basis.kind != "inducing"
+        self.learn_hyperparameters = bool(learn_hyperparameters)
+        self.augment = (self.basis.kind == "inducing") if augment is None else bool(augment)
+        self.m: int | None = None
+        self.k: int = 0
+        self._train_state: dict[str, Any] | None = None
+
+    def _check_likelihood_and_kernel(self) -> None:
+        """The options that depend on the likelihood or the kernel."""
+        lik = type(self.likelihood).__name__
         if not isinstance(self.likelihood, (Gaussian, Bernoulli, Laplace)):
             raise ValueError(
                 "QSGP supports the 'gaussian', 'bernoulli' and 'laplace' likelihoods (the "
-                f"lower bound needs a log-concave site), got {type(self.likelihood).__name__}"
+                f"lower bound needs a log-concave site), got {lik}"
             )
-        if basis == "rff" and type(self.kernel).__name__ not in SPECTRAL_DOF:
+        if self.basis.kind == "rff" and type(self.kernel).__name__ not in SPECTRAL_DOF:
             raise ValueError(
                 "basis='rff' needs an RBF or Matérn kernel (one with a known spectral "
                 f"density), got {type(self.kernel).__name__}"
             )
-        self.num_basis = None if num_basis is None else check_positive_int(num_basis, "num_basis")
-        self.basis, self.covariance = basis, covariance
-        if num_dense is not None:
-            num_dense = check_positive_int(num_dense, "num_dense", minimum=0)
-        self.num_dense = num_dense
-        self.basis_batch = check_positive_int(basis_batch, "basis_batch")
-        self.num_columns = (
-            None if num_columns is None else check_positive_int(num_columns, "num_columns")
-        )
-        self.cv_rank = check_positive_int(cv_rank, "cv_rank", minimum=0)
-        if self.cv_rank and not isinstance(self.likelihood, Gaussian):
-            raise ValueError("cv_rank > 0 (control variate) needs the Gaussian likelihood")
-        if mean_step == "newton" and not isinstance(self.likelihood, Gaussian):
+        if isinstance(self.likelihood, Gaussian):
+            return
+        if self.control_variate.rank:
             raise ValueError(
-                "mean_step='newton' needs the Gaussian likelihood (its Hessian block is "
-                "Phi^T Phi / sigma^2 + S); use mean_step='gradient' for "
-                f"{type(self.likelihood).__name__}"
+                f"control_variate (rank {self.control_variate.rank} > 0) needs the Gaussian "
+                f"likelihood, got {lik}"
             )
-        if learn_hyperparameters is None:
-            learn_hyperparameters = basis != "inducing"
-        self.learn_hyperparameters = bool(learn_hyperparameters)
-        self.augment = (basis == "inducing") if augment is None else bool(augment)
-        self.closed_form_diagonal = closed_form_diagonal
-        self.hyper_lr = check_positive_float(hyper_lr, "hyper_lr")
-        self.hyper_delay = check_positive_int(hyper_delay, "hyper_delay", minimum=0)
-        self.feature_seed = check_positive_int(feature_seed, "feature_seed", minimum=0)
-        self.m: int | None = None
-        self.k: int = 0
-        self._train_state: dict[str, Any] | None = None
+        if isinstance(self.mean_step, Newton):
+            raise ValueError(
+                "mean_step=Newton needs the Gaussian likelihood (its Hessian block is "
+                f"Phi^T Phi / sigma^2 + S); use mean_step='gradient' for {lik}"
+            )
 
     @property
     def num_inducing(self) -> int | None:
@@ -197,38 +189,33 @@ class QSGP(GPModel):
         cfg = super().get_config()
         cfg.update(
             num_basis=self.num_basis,
-            basis=self.basis,
-            covariance=self.covariance,
-            num_dense=self.num_dense,
-            basis_batch=self.basis_batch,
-            num_columns=self.num_columns,
-            cv_rank=self.cv_rank,
             learn_hyperparameters=self.learn_hyperparameters,
             augment=self.augment,
-            closed_form_diagonal=self.closed_form_diagonal,
-            hyper_lr=self.hyper_lr,
-            hyper_delay=self.hyper_delay,
-            feature_seed=self.feature_seed,
-            rvm_update=self.rvm_update,
-            nystrom_cv=self.nystrom_cv,
-            mean_step=self.mean_step,
-            newton_damping=self.newton_damping,
-            newton_ridge=self.newton_ridge,
         )
+        for argument in GROUPS:
+            group = getattr(self, argument)
+            cfg[argument] = group.to_config() if isinstance(group, OptionGroup) else group
         return cfg
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any], device=None) -> QSGP:
+        """The model from :meth:`get_config`'s values; configurations written before the
+        grouped options (flat ``basis_batch``, ``cv_rank``, ...) read the same, without a
+        warning (:func:`~latentgp.models.qsgp.options.grouped_config`)."""
+        return super().from_config(grouped_config(cfg), device)
 
     def _build_args(self) -> dict[str, Any]:
         return {**super()._build_args(), "num_basis": self.m}
 
     def _resolve_m(self, N: int) -> int:
         if self.num_basis is not None:
-            if self.basis != "rff" and self.num_basis > N:
+            if self.basis.kind != "rff" and self.num_basis > N:
                 raise ValueError(
                     f"num_basis={self.num_basis} is larger than the {N} training points "
-                    f"(basis={self.basis!r} centres one basis function on each)"
+                    f"(basis={self.basis.kind!r} centres one basis function on each)"
                 )
             return self.num_basis
-        return 1000 if self.basis == "rff" else N
+        return 1000 if self.basis.kind == "rff" else N
 
     def _build_for_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         if y.ndim != 1:
@@ -242,16 +229,16 @@ class QSGP(GPModel):
     def streams(self) -> bool:
         """Whether a fit can read an out-of-core source row by row: not when the basis is
         every training input (``basis != "rff"`` without ``num_basis``)."""
-        return self.basis == "rff" or self.num_basis is not None
+        return self.basis.kind == "rff" or self.num_basis is not None
 
     def _num_dense_for(self, m: int) -> int:
-        if self.covariance == "meanfield":
+        if self.covariance.kind == "meanfield":
             return 0
-        if self.covariance == "full":
+        if self.covariance.kind == "full":
             if m > 20000:
                 raise ValueError(f"covariance='full' stores an m x m factor; m={m} is too large")
             return m
-        return min(m, 10 if self.num_dense is None else self.num_dense)
+        return min(m, 10 if self.covariance.num_dense is None else self.covariance.num_dense)
 
     @classmethod
     def upgrade_state(cls, state: dict, expected: dict | None = None) -> dict:
@@ -275,11 +262,11 @@ class QSGP(GPModel):
         self.mu = nn.Parameter(torch.zeros(self.m, dtype=dt), requires_grad=False)
         self.c_raw = nn.Parameter(torch.zeros(self.m, dtype=dt), requires_grad=False)
         self.c_dense = nn.Parameter(torch.zeros(self.m, self.k, dtype=dt), requires_grad=False)
-        if self.basis == "rvm":
+        if self.basis.kind == "rvm":
             self.log_s = nn.Parameter(torch.zeros(self.m, dtype=dt), requires_grad=False)
-        if self.basis == "rff":
+        if self.basis.kind == "rff":
             dof = SPECTRAL_DOF[type(self.kernel).__name__]
-            self.rff = RandomFourierFeatures(self.m, input_dim, dof, self.feature_seed)
+            self.rff = RandomFourierFeatures(self.m, input_dim, dof, self.basis.seed)
             # the features see centred inputs: cos(w^T (x - c) + b) -- shifting X by a
             # constant then changes nothing (uncentred, the phases w^T x move with every
             # lengthscale step, and learning the lengthscales broke for X far from 0)
@@ -297,7 +284,7 @@ class QSGP(GPModel):
 
     def features(self, X: torch.Tensor, idx: torch.Tensor, frozen: dict | None = None):
         """``Phi[X, idx]``: ``(B, K)`` for inputs ``(B, D)`` and basis indices ``(K,)``."""
-        if self.basis == "rff":
+        if self.basis.kind == "rff":
             ls, var = self._hypers(frozen)
             return self.rff(X - self.input_offset, idx, ls, var)
         return self.kernel(X, self.Z[idx])
@@ -308,12 +295,12 @@ class QSGP(GPModel):
         """Diagonal of the prior precision S at ``idx`` ``(K,)`` (None: all m;
         ``log_s``: gathered rows of the RVM's ``log s`` at ``idx``)."""
         if idx is None:
-            if self.basis == "rff":
+            if self.basis.kind == "rff":
                 return torch.ones_like(self.mu)
-            return torch.exp(self.log_s) if self.basis == "rvm" else self.kernel.diag(self.Z)
-        if self.basis == "rff":
+            return torch.exp(self.log_s) if self.basis.kind == "rvm" else self.kernel.diag(self.Z)
+        if self.basis.kind == "rff":
             return torch.ones(idx.shape[0], dtype=self.dtype_, device=idx.device)
-        if self.basis == "rvm":
+        if self.basis.kind == "rvm":
             return torch.exp(self.log_s[idx] if log_s is None else log_s)
         return self.kernel.diag(self.Z[idx])
 
@@ -333,25 +320,25 @@ class QSGP(GPModel):
         super()._init_from_data(X, y)
         N = X.shape[0]
         with torch.no_grad():
-            if self.basis == "rff":
+            if self.basis.kind == "rff":
                 self.input_offset.copy_(X.mean(0))
-            if self.basis != "rff":
-                g = torch.Generator(device="cpu").manual_seed(self.feature_seed)
+            if self.basis.kind != "rff":
+                g = torch.Generator(device="cpu").manual_seed(self.basis.seed)
                 if self.m == N:
                     idx = torch.arange(N)
                 else:
                     idx = torch.randperm(N, generator=g)[: self.m]
                 self.Z.copy_(X[idx.to(X.device)])
-            if self.basis == "inducing" and self.m <= 4096:
+            if self.basis.kind == "inducing" and self.m <= 4096:
                 L, self.last_jitter = cholesky(self.kernel(self.Z), "K(Z, Z)")
                 self.logdet_S.copy_(2.0 * torch.log(torch.diagonal(L)).sum())
             self.mu.zero_()
             self.c_dense.zero_()
-            if self.basis == "rvm":
+            if self.basis.kind == "rvm":
                 self.log_s.zero_()
             # c_rr from Prop. 1 with |phi_r|^2 estimated cheaply (O(1) per column for rff)
             s2 = float(self._noise()) if self._is_gaussian() else 1.0
-            if self.basis == "rff":
+            if self.basis.kind == "rff":
                 colnorm = torch.full_like(self.mu, N * float(self.kernel.variance) / self.m)
             else:
                 colnorm = self.column_norms(X[: min(N, 256)]) * (N / min(N, 256))
@@ -428,7 +415,7 @@ class QSGP(GPModel):
         (and ``A_r = Phi_p c_r`` for the dense columns) at the current parameters."""
         self._require_built()
         Xt = self._check_X(X)
-        rank = self.cv_rank if rank is None else check_positive_int(rank, "rank")
+        rank = self.control_variate.rank if rank is None else check_positive_int(rank, "rank")
         self._ensure_state()
         self._train_state["cv"] = control_variates.make_control_variate(self, Xt, rank, seed)
 
@@ -443,7 +430,7 @@ class QSGP(GPModel):
                 "G_dense": z(self.c_dense),
                 "cv": None,
             }
-            if self.basis == "rvm":
+            if self.basis.kind == "rvm":
                 st["G_log_s"] = z(self.log_s)
             self._train_state = st
 
@@ -451,7 +438,7 @@ class QSGP(GPModel):
         if not self.learn_hyperparameters:
             return []
         ps = list(self.likelihood.parameters())
-        if self.basis == "rff":
+        if self.basis.kind == "rff":
             ps += list(self.kernel.parameters())
         return [p for p in ps if p.requires_grad]
 
@@ -484,7 +471,7 @@ class QSGP(GPModel):
         column norms and the control variate.  Returns whether the closed-form diagonal
         is used (pass it to :meth:`finish_training`)."""
         N = X.shape[0]
-        cfd = self.closed_form_diagonal
+        cfd = self.covariance.closed_form_diagonal
         if cfd is None:
             cfd = self._is_gaussian() and N * self.m <= 2e8
         if cfd and first:
@@ -497,9 +484,9 @@ class QSGP(GPModel):
             # |phi_i|^2 over all n points, O(N m) once; from 4096 rows when that is large
             rows = X if N * self.m <= 2e8 else X[torch.randperm(N)[:4096].to(X.device)]
             st["colnorm"] = self.column_norms(rows) * (N / rows.shape[0])
-        if self.cv_rank and (st["cv"] is None or first):
+        if self.control_variate.rank and (st["cv"] is None or first):
             st["cv"] = control_variates.make_control_variate(
-                self, X, self.cv_rank, 0 if seed is None else seed
+                self, X, self.control_variate.rank, 0 if seed is None else seed
             )
         return bool(cfd)
 
@@ -508,10 +495,10 @@ class QSGP(GPModel):
         on it) at the final parameters, when ``closed_form``."""
         if closed_form:
             self._closed_form_diagonal(X)
-            if self.cv_rank:
+            if self.control_variate.rank:
                 st = self._train_state
                 st["cv"] = control_variates.make_control_variate(
-                    self, X, self.cv_rank, 0 if seed is None else seed
+                    self, X, self.control_variate.rank, 0 if seed is None else seed
                 )
 
     def training_state(self) -> dict[str, Any]:
@@ -549,7 +536,7 @@ class QSGP(GPModel):
         numbers); ``gen`` draws the rows, basis functions and columns; ``rows``: the
         row-sparse optimiser (:class:`latentgp.training.optim.SparseRowOptimizer`:
         ``rows.update(param, accumulator, index, leaf)``); ``hyper_optimizer``: Adam on
-        :meth:`hyper_parameters` (None: fixed), which starts at step ``hyper_delay``.
+        :meth:`hyper_parameters` (None: fixed), which starts at step ``hyperparameters.delay``.
         ``reduce`` (:class:`latentgp.training.distributed.Reducer`; None: one process):
         with W > 1 processes this one evaluates its part of the sampled rows at weight
         ``n W |part| / n~`` and the objective and gradients are averaged over processes
@@ -567,13 +554,15 @@ class QSGP(GPModel):
     def newton_mean(
         self, Xl: torch.Tensor, yl: torch.Tensor, U: torch.Tensor, n: int, reduce: Any = None
     ) -> torch.Tensor:
-        """Randomised block-Newton step on ``mu_U`` (``mean_step="newton"``; the formula
+        """Randomised block-Newton step on ``mu_U`` (``mean_step=lg.QSGP.Newton(...)``; the formula
         is in :mod:`latentgp.models.qsgp.newton`): with all rows and all basis functions
         and rho = 1 one exact Newton step to the optimal mean.  Called by the training
         step; public so that the step can be checked against the closed form (``yl`` in
         scaled-target units, :meth:`scale_targets`).  Writes ``mu[U]``, returns the new
         rows.
         """
+        if not isinstance(self.mean_step, Newton):
+            raise ValueError("newton_mean needs mean_step=lg.QSGP.Newton(...) (or 'newton')")
         return newton.newton_mean(self, Xl, yl, U, n, reduce)
 
     def rvm_em_update(
@@ -582,7 +571,7 @@ class QSGP(GPModel):
         """Closed-form update of the RVM precisions of the rows ``U`` (em, or MacKay's
         re-estimate with ``mackay``; :func:`latentgp.models.qsgp.rvm.rvm_em_update`).
 
-        Called by the training step (``basis="rvm"``, ``rvm_update`` "em"/"mackay");
+        Called by the training step (``Basis(kind="rvm", rvm_update="em" or "mackay")``);
         public for applying or checking one update outside :meth:`fit` (``U`` a tensor
         of row indices, ``colnorm`` from :meth:`column_norms` or None to leave ``c``).
         """
@@ -598,6 +587,6 @@ class QSGP(GPModel):
     def relevance_vectors(self, threshold: float = 1e4) -> np.ndarray:
         """Indices of basis functions with finite precision ``s_i < threshold`` (RVM)."""
         self._require_built()
-        if self.basis != "rvm":
+        if self.basis.kind != "rvm":
             raise ValueError("relevance vectors exist only for basis='rvm'")
         return torch.nonzero(torch.exp(self.log_s.detach()) < threshold).flatten().cpu().numpy()

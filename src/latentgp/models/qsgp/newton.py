@@ -1,4 +1,5 @@
-"""QSGP's randomised block-Newton mean step (``mean_step="newton"``, Gaussian likelihood).
+"""QSGP's randomised block-Newton mean step (``mean_step=lg.QSGP.Newton(damping, ridge)``,
+Gaussian likelihood).
 
 On a minibatch ``B`` of rows and the sampled basis functions ``U``: the block gradient
 ``g_U = (n / |B|) Phi_BU^T (y_B - Phi_B mu) / sigma^2 - S_UU mu_U`` and Hessian block
@@ -8,8 +9,8 @@ basis functions (chunked), so a step costs O(n~ m + n~ |U|^2 + |U|^3): independe
 n, not of m -- the sub-sampled estimator's gradient is far too noisy to be multiplied by
 ``H^{-1}``.  With all rows and all basis functions and ``rho = 1`` this is one exact
 Newton step to the optimal mean.  It converges where first-order steps on the kernel
-bases' ill-conditioned mean crawl (with ``rvm_update="em"`` it makes the QSRVM prune; see
-docs/results/qsgp_reproduction.md).  ``newton_ridge`` adds ``ridge * mean(diag H_UU)`` to
+bases' ill-conditioned mean crawl (with ``Basis.rvm_update="em"`` it makes the QSRVM prune; see
+docs/results/qsgp_reproduction.md).  ``Newton.ridge`` adds ``ridge * mean(diag H_UU)`` to
 the diagonal (Levenberg-Marquardt): with small data batches (n~ / n of a few percent) and
 local kernel columns the minibatch block is nearly singular and undamped steps can wander
 off; 0.01 keeps them in check.
@@ -25,7 +26,7 @@ from ..base import GPModel
 
 def prior_block(model: GPModel, U: torch.Tensor) -> torch.Tensor:
     """``S_UU`` ``(|U|, |U|)``: the prior precision on the basis functions ``U``."""
-    if model.basis == "inducing":
+    if model.basis.kind == "inducing":
         Z = model.Z[U]
         return model.kernel(Z, Z)
     return torch.diag(model.prior_diag(U))
@@ -54,7 +55,7 @@ def newton_mean(
 ) -> torch.Tensor:
     """One damped block-Newton step on ``mu_U`` from the rows ``(Xl, yl)`` (scaled
     targets) of ``n``; in a process group (``reduce``) the data parts are averaged over
-    processes, as the gradients are.  ``H_UU`` gets ``newton_ridge * mean(diag H_UU)``
+    processes, as the gradients are.  ``H_UU`` gets ``ridge * mean(diag H_UU)``
     on its diagonal.  Writes ``mu[U]`` and returns the new rows."""
     mu = model.mu.detach()
     Phi = model.features(Xl, U)
@@ -65,14 +66,14 @@ def newton_mean(
     S = prior_block(model, U)
     g = g_data - S @ mu[U]
     H = H_data + S
-    if model.newton_ridge:
-        H.diagonal().add_(model.newton_ridge * H.diagonal().mean())
+    if model.mean_step.ridge:
+        H.diagonal().add_(model.mean_step.ridge * H.diagonal().mean())
     # as it is when it factorises (then one step with everything sampled is exact);
     # else with the configured escalating jitter (the minibatch block has rank <= n~,
     # and S = K adds little curvature in K's near-null directions)
     L, info = torch.linalg.cholesky_ex(H)
     if int(info) != 0:
         L, _ = cholesky(H, name="QSGP Newton block H_UU")
-    new = mu[U] + model.newton_damping * torch.cholesky_solve(g[:, None], L)[:, 0]
+    new = mu[U] + model.mean_step.damping * torch.cholesky_solve(g[:, None], L)[:, 0]
     model.mu.data[U] = new
     return new

@@ -38,7 +38,7 @@ def predictive_moments(model: GPModel, X: torch.Tensor) -> tuple[torch.Tensor, t
         if model.augment:
             knorm += (phi**2).sum(1)
     var = var + (P**2).sum(1)
-    if model.augment and model.basis != "rff" and isinstance(model.likelihood, Gaussian):
+    if model.augment and model.basis.kind != "rff" and isinstance(model.likelihood, Gaussian):
         s2 = model.likelihood.variance
         kss = model.kernel.diag(X)
         var = var + s2 * kss**2 / (knorm + s2 * kss)

@@ -1,6 +1,6 @@
 """The relevance vector machine within QSGP (QSRVM; ``basis="rvm"``, notes B.1, B.8.5).
 
-``S = diag(s)`` with one learned precision per basis function.  ``rvm_update`` picks
+``S = diag(s)`` with one learned precision per basis function.  ``Basis.rvm_update`` picks
 how ``s`` is learned: ``"gradient"`` takes the sparse optimiser's steps on ``log s``
 (the seed's way); ``"em"`` and ``"mackay"`` set ``s_i`` in closed form for every row a
 step samples (:func:`rvm_em_update`): ``"em"`` sets ``s_i`` to its ELBO optimum
@@ -24,14 +24,14 @@ from ..base import GPModel
 from .factor import column_values, optimal_log_diagonal
 
 RVM_UPDATES = ("gradient", "em", "mackay")
-#: cap of the RVM precisions under rvm_update="mackay" (a weight with s_i this large has
+#: cap of the RVM precisions under Basis(rvm_update="mackay") (a weight with s_i this large has
 #: prior sd 1e-6 of the targets' scale: pruned)
 RVM_MAX_PRECISION = 1e12
 
 
 def closed_form_precisions(model: GPModel) -> bool:
     """Whether the RVM precisions take closed-form updates ("em" or "mackay")."""
-    return model.basis == "rvm" and model.rvm_update in ("em", "mackay")
+    return model.basis.kind == "rvm" and model.basis.rvm_update in ("em", "mackay")
 
 
 def needs_column_norms(model: GPModel) -> bool:

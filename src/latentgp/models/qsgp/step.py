@@ -21,6 +21,7 @@ from .control_variates import track_control_variate
 from .estimator import elbo_estimate, gather_rows, sample_indices
 from .factor import column_values
 from .newton import newton_mean
+from .options import Newton
 from .rvm import closed_form_precisions, rvm_em_update
 
 
@@ -40,7 +41,7 @@ def sparse_step(
     accumulators ``G_*``, the RVM column norms, the control variate ``cv``); ``data`` is
     ``(X, y, n)``, the other arguments are the method's."""
     X, y, n = data
-    cv = state["cv"] if model.cv_rank else None
+    cv = state["cv"] if model.control_variate.rank else None
     s = sample_indices(model, n, batch_size, gen)
     lv = gather_rows(model, s)
     ell = s["ell"]
@@ -67,7 +68,7 @@ def sparse_step(
         reduce.mean_(grads)
     with torch.no_grad():
         _update_rows(model, state, s, lv, Xl, yl, n, rows, cv, reduce)
-        if hopt is not None and step >= model.hyper_delay:
+        if hopt is not None and step >= model.hyperparameters.delay:
             finite_step(hopt)
     return float(value)
 
@@ -80,15 +81,15 @@ def _update_rows(model, state, s, lv, Xl, yl, n, rows, cv, reduce) -> None:
         old_mu = lv["mu"].detach().clone()
         old_C = column_values(U, R, lv["dense"], lv["craw"]).detach()
     rows_cols = (U[:, None], R[None, :])
-    if model.mean_step == "newton":
+    if isinstance(model.mean_step, Newton):
         new_mu = newton_mean(model, Xl, yl, U, n, reduce)
     else:
         new_mu = rows.update(model.mu, state["G_mu"], U, lv["mu"])
     new_craw = rows.update(model.c_raw, state["G_craw"], U, lv["craw"])
     new_dense = rows.update(model.c_dense, state["G_dense"], rows_cols, lv["dense"])
     if closed_form_precisions(model):
-        rvm_em_update(model, U, state.get("colnorm"), mackay=model.rvm_update == "mackay")
-    elif model.basis == "rvm":
+        rvm_em_update(model, U, state.get("colnorm"), mackay=model.basis.rvm_update == "mackay")
+    elif model.basis.kind == "rvm":
         rows.update(model.log_s, state["G_log_s"], U, lv["log_s"])
     if cv is not None:
         new_C = column_values(U, R, new_dense, new_craw) if R.shape[0] else None
