@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, ClassVar
 
-from ...options import UNSET, OptionGroup, resolve_group
+from ...options import OptionGroup, resolve_groups
 from ...validation import check_choice, check_positive_float, check_positive_int
 from .rvm import RVM_UPDATES
 
@@ -42,21 +42,40 @@ def _flag(value: Any, name: str, allow_none: bool = False) -> bool | None:
     return value
 
 
-def _shorthand(cls, value: Any, accepts: type, described: str, read, parse) -> OptionGroup:
-    """``cls.parse``: a shorthand of type ``accepts`` that ``read`` turns into the group,
-    or an instance or a dict of fields, which the base's ``parse`` reads."""
-    if isinstance(value, accepts) and not isinstance(value, bool):
-        return read(value)
-    if isinstance(value, (cls, dict)):
-        return parse(value)
-    raise TypeError(
-        f"{cls.argument} must be a {cls.written_as}, a dict of its fields or {described}, "
-        f"got {value!r}"
-    )
+class _Group(OptionGroup):
+    """A group of QSGP's options: users write it as ``lg.QSGP.<its class name>``."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.written_as = f"lg.QSGP.{cls.__name__}"
+
+
+class _Shorthand(_Group):
+    """A group whose shorthand (a value of type ``shorthand_type``, bools excluded) sets
+    its one shorthand field; ``shorthand_described`` names the shorthands in messages."""
+
+    shorthand_type: ClassVar[type] = str
+    shorthand_described: ClassVar[str] = ""
+
+    @classmethod
+    def parse(cls, value: Any) -> Any:
+        """The group, a dict of its fields, or its shorthand."""
+        if isinstance(value, cls.shorthand_type) and not isinstance(value, bool):
+            return cls.from_shorthand(value)
+        if isinstance(value, (cls, dict)):
+            return super().parse(value)
+        raise TypeError(
+            f"{cls.argument} must be a {cls.written_as}, a dict of its fields or "
+            f"{cls.shorthand_described}, got {value!r}"
+        )
+
+    @classmethod
+    def from_shorthand(cls, value: Any) -> Any:
+        return cls(**{cls.shorthand_fields[0]: value})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Basis(OptionGroup):
+class Basis(_Shorthand):
     """The basis functions phi and prior precision S (notes B.1).
 
     kind: ``"rff"`` (random Fourier features, S = I), ``"inducing"`` (``K(X, Z)``,
@@ -67,12 +86,12 @@ class Basis(OptionGroup):
         ``"gradient"`` (the seed's sparse optimiser steps on ``log s``), ``"em"`` or
         ``"mackay"`` (closed-form updates of the sampled rows, :mod:`.rvm`).
 
-    Shorthand: the kind, ``basis="rvm"``.
+    ``basis="rvm"`` is short for ``basis=lg.QSGP.Basis(kind="rvm")``.
     """
 
     argument = "basis"
-    written_as = "lg.QSGP.Basis"
     shorthand_fields = ("kind",)
+    shorthand_described = "'rff', 'inducing' or 'rvm'"
 
     kind: str = "rff"
     batch: int = 1000
@@ -90,15 +109,9 @@ class Basis(OptionGroup):
                 f"kind='rvm', got kind={self.kind!r}"
             )
 
-    @classmethod
-    def parse(cls, value: Any) -> Basis:
-        """A Basis, a dict of its fields, or the kind's name."""
-        described = "'rff', 'inducing' or 'rvm'"
-        return _shorthand(cls, value, str, described, lambda k: cls(kind=k), super().parse)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Covariance(OptionGroup):
+class Covariance(_Shorthand):
     """The factor C of the posterior covariance ``Sigma = C C^T`` (:mod:`.factor`).
 
     kind: ``"meanfield"`` (diagonal), ``"chevron"`` (the first ``num_dense`` columns dense)
@@ -109,12 +122,12 @@ class Covariance(OptionGroup):
     closed_form_diagonal: set the diagonal-only columns by Prop. 1 before and after fitting
         (an O(N m) pass); None: when N m <= 2e8 and the likelihood is Gaussian.
 
-    Shorthand: the kind, ``covariance="chevron"``.
+    Shorthand: the kind (e.g. ``covariance="chevron"``).
     """
 
     argument = "covariance"
-    written_as = "lg.QSGP.Covariance"
     shorthand_fields = ("kind",)
+    shorthand_described = "'meanfield', 'chevron' or 'full'"
 
     kind: str = "meanfield"
     num_dense: int | None = None
@@ -141,15 +154,9 @@ class Covariance(OptionGroup):
             object.__setattr__(self, "num_columns", cols)
         _flag(self.closed_form_diagonal, "Covariance.closed_form_diagonal", allow_none=True)
 
-    @classmethod
-    def parse(cls, value: Any) -> Covariance:
-        """A Covariance, a dict of its fields, or the kind's name."""
-        described = "'meanfield', 'chevron' or 'full'"
-        return _shorthand(cls, value, str, described, lambda k: cls(kind=k), super().parse)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ControlVariate(OptionGroup):
+class ControlVariate(_Shorthand):
     """The control variates of Prop. 3 / Appendix F (:mod:`.control_variates`; Gaussian
     likelihood only).
 
@@ -161,8 +168,9 @@ class ControlVariate(OptionGroup):
     """
 
     argument = "control_variate"
-    written_as = "lg.QSGP.ControlVariate"
     shorthand_fields = ("rank",)
+    shorthand_type = int
+    shorthand_described = "the rank (an int)"
 
     rank: int = 0
     nystrom: bool = True
@@ -172,15 +180,9 @@ class ControlVariate(OptionGroup):
         object.__setattr__(self, "rank", rank)
         _flag(self.nystrom, "ControlVariate.nystrom")
 
-    @classmethod
-    def parse(cls, value: Any) -> ControlVariate:
-        """A ControlVariate, a dict of its fields, or the rank."""
-        described = "the rank (an int)"
-        return _shorthand(cls, value, int, described, lambda r: cls(rank=r), super().parse)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Newton(OptionGroup):
+class Newton(_Shorthand):
     """The randomised block-Newton mean step (``mean_step=``; :mod:`.newton`; Gaussian
     likelihood only): ``mu_U += damping * H_UU^{-1} g_U`` on the sampled rows.
 
@@ -193,8 +195,8 @@ class Newton(OptionGroup):
     """
 
     argument = "mean_step"
-    written_as = "lg.QSGP.Newton"
     shorthand_fields = ()
+    shorthand_described = "'newton'"
 
     damping: float = 0.5
     ridge: float = 0.0
@@ -212,21 +214,17 @@ class Newton(OptionGroup):
         object.__setattr__(self, "ridge", float(ridge))
 
     @classmethod
-    def parse(cls, value: Any) -> Newton:
-        """A Newton, a dict of its fields, or ``"newton"`` (the defaults)."""
-
-        def read(name: str) -> Newton:
-            if name != "newton":
-                raise ValueError(
-                    f"mean_step must be 'gradient', 'newton' or a {cls.written_as}, got {name!r}"
-                )
-            return cls()
-
-        return _shorthand(cls, value, str, "'newton'", read, super().parse)
+    def from_shorthand(cls, value: str) -> Newton:
+        """``"newton"``: the defaults."""
+        if value != "newton":
+            raise ValueError(
+                f"mean_step must be 'gradient', 'newton' or a {cls.written_as}, got {value!r}"
+            )
+        return cls()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Hyperparameters(OptionGroup):
+class Hyperparameters(_Group):
     """Adam on the few hyperparameters (kernel of ``basis="rff"``, noise; whether they are
     learned at all is ``learn_hyperparameters=``).
 
@@ -235,7 +233,6 @@ class Hyperparameters(OptionGroup):
     """
 
     argument = "hyperparameters"
-    written_as = "lg.QSGP.Hyperparameters"
 
     lr: float = 0.01
     delay: int = 0
@@ -278,24 +275,17 @@ def resolve_options(given: dict[str, Any], flat: dict[str, Any], *, model: str) 
     (each warns, see :func:`~latentgp.options.resolve_group`).  ``mean_step`` resolves to
     ``"gradient"`` or a :class:`Newton`; the flat ``newton_*`` keywords need the Newton
     step."""
-    out: dict[str, Any] = {}
-    for argument, cls in GROUPS.items():
-        fields = {
-            keyword: (field, flat.get(keyword, UNSET))
-            for keyword, (arg, field) in FLAT_KEYWORDS.items()
-            if arg == argument
-        }
-        value = given.get(argument)
-        if argument == "mean_step" and (value is None or value == "gradient"):
-            passed = [keyword for keyword in fields if keyword in flat]
-            if passed:
-                raise ValueError(
-                    f"{model}: {passed[0]}= sets the Newton mean step, but mean_step is "
-                    "'gradient'; write mean_step=lg.QSGP.Newton(...)"
-                )
-            out[argument] = "gradient"
-            continue
-        out[argument] = resolve_group(cls, value, fields, model=model)
+    groups = dict(GROUPS)
+    if given.get("mean_step") in (None, "gradient"):
+        passed = [keyword for keyword in flat if FLAT_KEYWORDS[keyword][0] == "mean_step"]
+        if passed:
+            raise ValueError(
+                f"{model}: {passed[0]}= sets the Newton mean step, but mean_step is "
+                "'gradient'; write mean_step=lg.QSGP.Newton(...)"
+            )
+        del groups["mean_step"]
+    out = resolve_groups(groups, FLAT_KEYWORDS, given, flat, model=model)
+    out.setdefault("mean_step", "gradient")
     return out
 
 
