@@ -226,6 +226,16 @@ def test_wrong_types_are_type_errors(kwargs, match):
         Q.Hyperparameters().replace(kind="x")
 
 
+def test_old_positional_calls_keep_their_meaning():
+    """Before the arguments became keyword-only the 6th positional argument was num_dense:
+    it still is (with the position's and the flat keyword's warnings)."""
+    with pytest.warns(DeprecationWarning) as caught:
+        old = Q(30, "rff", "gaussian", "rbf", "chevron", 3)
+    assert len(caught) == 2 and "num_dense" in str(caught[1].message)
+    assert old.covariance == Q.Covariance(kind="chevron", num_dense=3)
+    assert old.control_variate == Q.ControlVariate()
+
+
 def test_shorthands_and_class_attributes():
     m = Q(basis="rvm", covariance="chevron", control_variate=7, mean_step="newton")
     assert m.basis == Q.Basis(kind="rvm") and m.covariance == Q.Covariance(kind="chevron")

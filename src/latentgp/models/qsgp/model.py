@@ -49,6 +49,14 @@ from .predict import predictive_moments
 from .step import sparse_step
 
 VARIATIONAL_OPTIMIZERS = ("adagrad", "sgd")
+#: the positional order of the arguments after ``num_basis`` before they became
+#: keyword-only (and before the grouped options): old positional calls keep their meaning
+LEGACY_POSITIONAL = (
+    "basis", "likelihood", "kernel", "covariance", "num_dense", "basis_batch", "num_columns",
+    "cv_rank", "learn_hyperparameters", "augment", "closed_form_diagonal", "hyper_lr",
+    "hyper_delay", "feature_seed", "rvm_update", "nystrom_cv", "mean_step", "newton_damping",
+    "newton_ridge",
+)  # fmt: skip
 
 
 @register_model
@@ -112,7 +120,7 @@ class QSGP(GPModel):
     default_optimizer = "adagrad"
     default_lr = 0.1
 
-    @keyword_only_after_first()
+    @keyword_only_after_first(legacy=LEGACY_POSITIONAL)
     def __init__(
         self,
         num_basis: int | None = None,
