@@ -84,6 +84,31 @@ class OptionGroup:
         return cls(**config)
 
 
+def resolve_groups(
+    groups: dict[str, type[OptionGroup]],
+    flat_keywords: dict[str, tuple[str, str]],
+    given: dict[str, Any],
+    flat: dict[str, Any],
+    *,
+    model: str,
+) -> dict[str, Any]:
+    """:func:`resolve_group` for each of a model's groups ``{argument: group class}``.
+
+    ``given``: what the caller passed for each group argument (missing: None);
+    ``flat``: the deprecated flat keywords the caller passed; ``flat_keywords``: every
+    deprecated keyword as ``{keyword: (group argument, field)}``.  Returns
+    ``{argument: group}``."""
+    out = {}
+    for argument, cls in groups.items():
+        fields = {
+            keyword: (field, flat.get(keyword, UNSET))
+            for keyword, (arg, field) in flat_keywords.items()
+            if arg == argument
+        }
+        out[argument] = resolve_group(cls, given.get(argument), fields, model=model)
+    return out
+
+
 def resolve_group(
     group_cls: type[G],
     given: Any,
