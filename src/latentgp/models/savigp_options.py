@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..options import UNSET, OptionGroup, resolve_group
+from ..options import UNSET, OptionGroup, resolve_groups
 from ..validation import check_choice, check_positive_int
 
 POSTERIORS = {"fg": (1, "full"), "mog1": (1, "diag"), "mog2": (2, "diag")}
@@ -222,15 +222,7 @@ def resolve_options(given: dict[str, Any], flat: dict[str, Any], *, model: str) 
     """The groups ``{argument: group}`` from the group arguments ``given`` (each a group, a
     shorthand, a dict or None) and the deprecated flat keywords ``flat`` that were passed
     (each warns, see :func:`~latentgp.options.resolve_group`)."""
-    out = {}
-    for argument, cls in GROUPS.items():
-        fields = {
-            keyword: (field, flat.get(keyword, UNSET))
-            for keyword, (arg, field) in FLAT_KEYWORDS.items()
-            if arg == argument
-        }
-        out[argument] = resolve_group(cls, given.get(argument), fields, model=model)
-    return out
+    return resolve_groups(GROUPS, FLAT_KEYWORDS, given, flat, model=model)
 
 
 def grouped_config(config: dict[str, Any]) -> dict[str, Any]:
