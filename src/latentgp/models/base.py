@@ -124,6 +124,19 @@ def with_noise_variance(likelihood: Likelihood, noise_variance: float | None) ->
     return likelihood_from_config(cfg)
 
 
+def _column_stats(y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Mean, standard deviation (N - 1), minimum and maximum of each column of ``y``
+    ``(N, P)``, over its observed (non-NaN) entries."""
+    observed = ~torch.isnan(y)
+    n = observed.sum(0)
+    mean = torch.where(observed, y, 0.0).sum(0) / n.clamp_min(1)
+    dev = torch.where(observed, y - mean, 0.0)
+    sd = (dev.square().sum(0) / (n - 1).clamp_min(1)).sqrt()
+    lo = torch.where(observed, y, torch.inf).amin(0)
+    hi = torch.where(observed, y, -torch.inf).amax(0)
+    return mean, sd, lo, hi
+
+
 class GPModel(HyperpriorMixin, nn.Module):
     """Base class of latentgp models (see module docstring).
 
@@ -267,7 +280,9 @@ class GPModel(HyperpriorMixin, nn.Module):
         )
 
     def _check_y(self, y: Any, num_data: int, name: str = "y") -> torch.Tensor:
-        y = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_)
+        missing_ok = getattr(self.likelihood, "allows_missing_targets", False)
+        y = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_,
+                          allow_missing=missing_ok)
         self._adapt_likelihood(y)
         out = 1 if y.ndim == 1 else y.shape[1]
         if self.output_dim is not None and out != self.output_dim:
@@ -435,10 +450,9 @@ class GPModel(HyperpriorMixin, nn.Module):
         if first:
             self._build_for_data(Xt, yt)
             if self._uses_scaling():
-                y2 = yt.reshape(N, -1)
-                self.y_mean.copy_(y2.mean(0))
-                sd = y2.std(0) if N > 1 else torch.ones_like(self.y_scale)
-                self.y_scale.copy_(spread_unit(sd, y2.amin(0), y2.amax(0)))
+                mean, sd, lo, hi = _column_stats(yt.reshape(N, -1))
+                self.y_mean.copy_(mean)
+                self.y_scale.copy_(spread_unit(sd if N > 1 else torch.ones_like(sd), lo, hi))
         self._validate_sizes(N)
         ys = self._scale_y(yt)
         if first:
@@ -624,7 +638,11 @@ class GPModel(HyperpriorMixin, nn.Module):
             return lp.sum(-1) if lp.ndim > 1 else lp
 
         (lpd,) = chunked(log_density, Xt, ys, rows=self._rows_per_chunk(chunk_size))
-        return self._to_output(lpd - self._log_scale_sum(), as_numpy)
+        offset: Any = self._log_scale_sum()
+        if offset and yt.ndim == 2 and bool(torch.isnan(yt).any()):
+            # missing outputs: each row's density is over its observed outputs only
+            offset = (~torch.isnan(yt)).to(yt.dtype) @ self.y_scale.log()
+        return self._to_output(lpd - offset, as_numpy)
 
     def predict_f_full_cov(self, X: Any) -> tuple[Any, Any]:
         """Joint posterior of the latents at ``X``: mean ``(N, Q)``, covariance ``(Q, N, N)``.
