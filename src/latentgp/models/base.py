@@ -128,6 +128,9 @@ def _column_stats(y: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Mean, standard deviation (N - 1), minimum and maximum of each column of ``y``
     ``(N, P)``, over its observed (non-NaN) entries."""
     observed = ~torch.isnan(y)
+    if bool(observed.all()):  # the usual case, computed as it always was (bit for bit)
+        sd = y.std(0) if y.shape[0] > 1 else torch.ones_like(y[0])
+        return y.mean(0), sd, y.amin(0), y.amax(0)
     n = observed.sum(0)
     mean = torch.where(observed, y, 0.0).sum(0) / n.clamp_min(1)
     dev = torch.where(observed, y - mean, 0.0)
