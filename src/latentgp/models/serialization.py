@@ -36,10 +36,15 @@ from .base import FORMAT, MODEL_REGISTRY, READABLE_FORMAT_VERSIONS, GPModel, fil
 #: the ``input_unit`` of format-1 files, and rounding).
 PLAN_SLACK_BYTES = 1 << 20
 
-#: Factory functions that, called without a device while a model is planned, are sent to
-#: the ``meta`` device when they would allocate more than :data:`_SMALL` elements.
-_FACTORIES = (torch.zeros, torch.ones, torch.empty, torch.full, torch.rand, torch.randn)
+#: While a model is planned, an operation whose result would hold more than this many
+#: elements gives a ``meta`` tensor (shape and dtype only) instead of a real one.
 _SMALL = 1 << 16
+
+#: Functions that create a tensor from sizes alone (a ``device=`` keyword also marks one).
+_FACTORIES = frozenset(
+    {torch.zeros, torch.ones, torch.empty, torch.full, torch.eye, torch.rand, torch.randn,
+     torch.randint, torch.arange, torch.linspace, torch.logspace, torch.empty_strided}
+)  # fmt: skip
 
 
 def _first_sentence(err: BaseException, limit: int, whole: bool = False) -> str:
@@ -50,32 +55,57 @@ def _first_sentence(err: BaseException, limit: int, whole: bool = False) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _numel(func: Any, args: tuple, kwargs: dict) -> int:
-    size = kwargs.get("size", args[0] if args else ())
-    if func is not torch.full and args and not isinstance(args[0], (tuple, list, torch.Size)):
-        size = args  # torch.zeros(3, 4)
-    n = 1
-    for s in size if isinstance(size, (tuple, list, torch.Size)) else (size,):
-        n *= int(s)
-    return n
+def _on_meta(obj: Any) -> Any:
+    """``obj`` with every tensor in it (in lists, tuples, dicts) moved to ``meta``."""
+    if isinstance(obj, torch.Tensor):
+        return obj if obj.device.type == "meta" else obj.detach().to("meta")
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_on_meta(v) for v in obj)
+    if isinstance(obj, dict):
+        return {k: _on_meta(v) for k, v in obj.items()}
+    return obj
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors(v)]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors(v)]
+    return []
+
+
+def _elements(out: Any) -> int:
+    return sum(t.numel() for t in _tensors(out))
 
 
 class _LargeOnMeta(TorchFunctionMode):
-    """While a model is planned: tensors created without a device (models that allocate
-    on the CPU and move their parameters afterwards) go to ``meta`` when large, so that
-    planning never allocates what the header claims; small ones stay real (validation
-    of constructor arguments reads their values)."""
+    """While a model is planned, large tensors live on the ``meta`` device (shapes and
+    dtypes, no memory) and small ones stay real: each operation is first run on ``meta``
+    copies of its arguments, and its result is kept there when it would hold more than
+    :data:`_SMALL` elements (a header's sizes then never allocate); an operation that
+    mixes real and ``meta`` tensors is planned on ``meta``.  Small real tensors are
+    needed: constructors check their arguments' values (``meta`` tensors have none)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _FACTORIES and kwargs.get("device") is None:
+        inputs = _tensors((args, kwargs))
+        if not inputs and func not in _FACTORIES and "device" not in kwargs:
+            return func(*args, **kwargs)  # torch.tensor(values): as large as the header
+        if any(t.device.type == "meta" for t in inputs):
             try:
-                large = _numel(func, args, kwargs) > _SMALL
-            except (TypeError, ValueError):
-                large = False
-            if large:
-                kwargs = {**kwargs, "device": "meta"}
-        return func(*args, **kwargs)
+                return func(*args, **kwargs)
+            except RuntimeError:  # real and meta tensors mixed: the result is planned
+                return func(*_on_meta(args), **_on_meta(kwargs))
+        meta_kwargs = _on_meta(kwargs)
+        if func in _FACTORIES or "device" in kwargs:
+            meta_kwargs["device"] = "meta"
+        try:
+            planned = func(*_on_meta(args), **meta_kwargs)
+        except (RuntimeError, NotImplementedError, TypeError, ValueError):
+            return func(*args, **kwargs)  # needs values (a check): done for real
+        return planned if _elements(planned) > _SMALL else func(*args, **kwargs)
 
 
 def _upgrade_state_v1(state: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
@@ -244,12 +274,12 @@ def read_model_file(
     payload = _read_payload(path)
     header, version, cls = _parse_header(path, payload["header"])
     planned = _plan(path, cls, header)
-    _check_plan_size(path, planned)
     try:
         upgraded = _upgraded(version, cls, payload["state"], planned)
     except Exception as err:  # noqa: BLE001
         raise ValueError(f"{path}: the tensors cannot be read as a {cls.__name__}: {err}") from None
     check_state(path, cls.__name__, upgraded, planned)
+    _check_plan_size(path, planned)
     try:
         model = _build(cls, header, device)
         model.load_state_dict(_upgraded(version, cls, payload["state"], model.state_dict()))
