@@ -851,8 +851,7 @@ CASES: list[Case] = [
             lambda: lg.load(_edited_model(d, lambda h, s: s.update(Z_raw=torch.zeros(3, 7))))
         ),
         "ValueError",
-        "header and tensors do not describe a valid SVGP: Error(s) in loading "
-        "state_dict for SVGP: size mismatch for Z_raw",
+        "edited.pt: record 'state/Z_raw' has shape (3, 7) but the header describes (5, 2)",
     ),
     Case(
         "model file",

@@ -231,7 +231,7 @@ def check_state(
 ) -> None:
     """Compare the tensors of a file (``state``) with the state the header describes
     (``planned``: names, shapes, dtypes); a ``ValueError`` names the file and the first
-    record that is missing, extra, not a tensor, of another dtype or of another shape."""
+    record that is missing, extra, not a tensor, of another shape or of another dtype."""
     for key in planned:
         if key not in state:
             raise ValueError(f"{path}: record 'state/{key}' is missing (a {name} has it)")
@@ -242,15 +242,15 @@ def check_state(
         want = planned[key]
         if not isinstance(value, torch.Tensor):
             raise ValueError(f"{path}: {record} is a {type(value).__name__}, not a tensor")
-        if value.dtype != want.dtype:
-            raise ValueError(
-                f"{path}: {record} holds {value.dtype} values where the {name} has "
-                f"{want.dtype} (values are not converted)"
-            )
         if value.shape != want.shape:
             raise ValueError(
                 f"{path}: {record} has shape {_shape(value)} but the header describes "
                 f"{_shape(want)}"
+            )
+        if value.dtype != want.dtype:
+            raise ValueError(
+                f"{path}: {record} holds {value.dtype} values where the {name} has "
+                f"{want.dtype} (values are not converted)"
             )
 
 
