@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from typing import Any
 
 import torch
@@ -132,13 +133,17 @@ def _read_payload(path: str) -> dict[str, Any]:
     """The file's records, mapped (not copied), after the checks of steps 1-3."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no model file at {path}")
+    unreadable = (
+        f"{path} is not a readable latentgp model file (corrupted, truncated, or not a "
+        "model file)"
+    )
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{unreadable}: not a torch.save archive (no zip directory)")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # noqa: BLE001 - any unreadable file gets the same refusal
-        raise ValueError(
-            f"{path} is not a readable latentgp model file (corrupted, truncated, or not a "
-            f"model file): {type(err).__name__}: {_first_sentence(err, 160)}"
-        ) from None
+        cause = f"{type(err).__name__}: {_first_sentence(err, 160)}"
+        raise ValueError(f"{unreadable}: {cause}") from None
     if not isinstance(payload, dict) or "header" not in payload or "state" not in payload:
         raise ValueError(f"{path} is not a latentgp model file (no header)")
     if not isinstance(payload["state"], dict):
