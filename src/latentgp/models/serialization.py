@@ -270,7 +270,7 @@ def _check_plan_size(path: str, planned: dict[str, torch.Tensor]) -> None:
 
 
 def read_model_file(
-    path: str | os.PathLike, device: torch.device | str | None = None
+    path: str | os.PathLike, *, device: torch.device | str | None = None
 ) -> tuple[GPModel, dict[str, Any]]:
     """Load a model file (see the module docstring) and return ``(model, records)``:
     ``records`` holds the file's other top-level records (such as the CLI's
@@ -303,4 +303,4 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> G
     """Load a model written by :meth:`GPModel.save`: no code from the file is executed,
     and every record is checked (checksums, shapes and dtypes against the header) before
     anything is allocated; a bad file is refused with a ``ValueError`` naming it."""
-    return read_model_file(path, device)[0]
+    return read_model_file(path, device=device)[0]
