@@ -255,6 +255,17 @@ class GPModel(nn.Module):
         cfg["dtype"] = FILE_DTYPES[name]
         return cls(**cfg, device=device)
 
+    @classmethod
+    def from_header(
+        cls, config: dict[str, Any], build: dict[str, Any], *, device=None
+    ) -> GPModel:
+        """The model a file's header describes, built (parameters at their initial
+        values) from its ``config`` and ``build`` sizes: what loading fills with the
+        stored tensors (``device="meta"`` plans it without memory)."""
+        model = cls.from_config(config, device=device)
+        model._build(**build)
+        return model
+
     # ---------------------------------------------------------------- data checks --
     def _check_X(self, X: Any, name: str = "X") -> torch.Tensor:
         return check_inputs(

@@ -209,17 +209,11 @@ def _parse_header(path: str, text: Any) -> tuple[dict[str, Any], int, type[GPMod
     return header, int(version), MODEL_REGISTRY[name]
 
 
-def _build(cls: type[GPModel], header: dict[str, Any], device: Any) -> GPModel:
-    model = cls.from_config(header["config"], device=device)
-    model._build(**header["build"])
-    return model
-
-
 def _plan(path: str, cls: type[GPModel], header: dict[str, Any]) -> dict[str, torch.Tensor]:
     """The state of the model the header describes, on the ``meta`` device (step 5)."""
     try:
         with _LargeOnMeta():
-            return _build(cls, header, "meta").state_dict()
+            return cls.from_header(header["config"], header["build"], device="meta").state_dict()
     except Exception as err:  # noqa: BLE001 - whatever the header makes a model do
         raise ValueError(
             f"{path}: the header does not describe a valid {cls.__name__}: "
@@ -286,7 +280,7 @@ def read_model_file(
     check_state(path, cls.__name__, upgraded, planned)
     _check_plan_size(path, planned)
     try:
-        model = _build(cls, header, device)
+        model = cls.from_header(header["config"], header["build"], device=device)
         model.load_state_dict(_upgraded(version, cls, payload["state"], model.state_dict()))
     except Exception as err:  # noqa: BLE001
         raise ValueError(
