@@ -179,8 +179,12 @@ def _parse_header(path: str, text: Any) -> tuple[dict[str, Any], int, type[GPMod
         raise ValueError(f"{path} has a corrupted header (not JSON text)")
     try:
         header = json.loads(text)
-    except (ValueError, RecursionError):
+    except ValueError:
         raise ValueError(f"{path} has a corrupted header (not valid JSON)") from None
+    except RecursionError:  # thousands of nested brackets
+        raise ValueError(
+            f"{path} has a corrupted header: it nests more than {MAX_RECORD_DEPTH} levels deep"
+        ) from None
     if not isinstance(header, dict):
         raise ValueError(
             f"{path} has a corrupted header: it is {_json_kind(header)}, not a JSON object"
