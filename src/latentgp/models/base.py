@@ -441,11 +441,27 @@ class GPModel(nn.Module):
         return ys
 
     def _initialize_source(self, source: Any, seed: int | None, batch_size: int):
+        """:meth:`_init_from_source`, then lazy ``(X, scaled y)`` views of the source
+        (materialised when the batch is the whole data)."""
+        N = int(source.num_rows)
+        self._init_from_source(source, seed)
+        Xl, yl = source.lazy_arrays(self.dtype_, self.device_)
+        check = self.likelihood.validate_targets
+
+        def prepare(t: torch.Tensor) -> torch.Tensor:
+            return self._scale_y(check(t))
+
+        yl = yl.with_transform(prepare)
+        if batch_size >= N:
+            everything = torch.arange(N)
+            return Xl[everything], yl[everything]
+        return Xl, yl
+
+    def _init_from_source(self, source: Any, seed: int | None) -> None:
         """Build and initialise from an out-of-core source: target statistics from one
         streaming pass, inducing inputs and lengthscales from a random subsample of at
         most 20,000 rows (a source of at most 20,000 rows initialises exactly as the same
-        rows given as arrays).  Returns lazy ``(X, scaled y)`` views (materialised when
-        the batch is the whole data)."""
+        rows given as arrays).  A built model is only checked against the source."""
         N = int(source.num_rows)
         stats = source.stats()  # one pass; also rejects NaN / inf
         rng = np.random.default_rng(0 if seed is None else seed)
@@ -470,17 +486,6 @@ class GPModel(nn.Module):
                 torch.manual_seed(seed)
             self._init_from_data(Xs, self._scale_y(ys))
             self.to(device=self.device_)
-        Xl, yl = source.lazy_arrays(self.dtype_, self.device_)
-        check = self.likelihood.validate_targets
-
-        def prepare(t: torch.Tensor) -> torch.Tensor:
-            return self._scale_y(check(t))
-
-        yl = yl.with_transform(prepare)
-        if batch_size >= N:
-            everything = torch.arange(N)
-            return Xl[everything], yl[everything]
-        return Xl, yl
 
     def _validate_sizes(self, N: int) -> None:
         """Model-specific size checks (e.g. more inducing points than data)."""

@@ -51,12 +51,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import numpy as np
 import torch
 from torch.special import log_ndtr
 
 from ..linalg import solve_lower, solve_upper_t
 from ..rng import seeded_scope
-from ..validation import keyword_only_after_first
+from ..validation import check_positive_int, keyword_only_after_first
 from .base import register_model
 from .ep_sites import (
     LOG_2PI,
@@ -89,6 +90,11 @@ class _OneProcess:
 
 
 _ONE_PROCESS = _OneProcess()
+
+
+def _add(total: tuple | None, part: tuple) -> tuple:
+    """Elementwise sum of two tuples of tensors (``total`` None: ``part``)."""
+    return part if total is None else tuple(a + b for a, b in zip(total, part, strict=True))
 
 
 @register_model
@@ -209,6 +215,26 @@ class SEP(InducingEPClassifier):
         with seeded_scope(seed, [self.device_]):
             return self._prepare_sites(X, y, seed)
 
+    def prepare_source(self, source: Any, *, seed: int | None = None) -> tuple[Any, torch.Tensor]:
+        """:meth:`prepare_training` for an out-of-core source
+        (``latentgp.datasets.ShardedArrays``, ``CSVSource``): builds and initialises on
+        first use from a seeded sample of at most 20,000 rows
+        (:meth:`~latentgp.models.base.GPModel.initialize_from_source`; every row of a
+        smaller source, so that it initialises exactly as the same rows in memory), reads
+        and checks the labels :attr:`chunk_rows` at a time, and creates the N sites.
+        Returns a lazy view of the inputs ``(N, D)`` (rows are read when indexed, never
+        all at once) and the labels in {-1, +1} ``(N,)``."""
+        N = self.check_source(source)
+        with seeded_scope(seed, [self.device_]):
+            self._init_from_source(source, seed)
+        ys = []
+        for a in range(0, N, check_positive_int(self.chunk_rows, "chunk_rows")):
+            _, yc = source.rows(np.arange(a, min(N, a + self.chunk_rows)))
+            ys.append(self._check_y(yc, len(yc)))
+        ypm = 2.0 * torch.cat(ys) - 1.0
+        self._ensure_sites(N)
+        return source.lazy_arrays(self.dtype_, self.device_)[0], ypm
+
     def training_state(self) -> dict[str, Any]:
         """What a checkpoint holds of the model: parameters, sites, running sums, counters."""
         return {
@@ -227,9 +253,30 @@ class SEP(InducingEPClassifier):
     def _prepare_sites(self, X: Any, y: Any, seed: int | None = None):
         """Validated inputs ``(N, D)`` and labels in {-1, +1} ``(N,)``; sites exist for N."""
         Xt, ypm = self._prepare(X, y, seed)
-        if self.site_nu is None or self.site_nu.shape[0] != Xt.shape[0]:
-            self.reset_sites(Xt.shape[0])
+        self._ensure_sites(Xt.shape[0])
         return Xt, ypm
+
+    def _ensure_sites(self, N: int) -> None:
+        if self.site_nu is None or self.site_nu.shape[0] != N:
+            self.reset_sites(N)
+
+    #: Rows per chunk of the batch scheme's passes over the data.  The ``(M, rows)``
+    #: blocks and the surrogate's autograd graph exist for one chunk at a time, so a
+    #: sweep's memory is the O(N) sites plus O(chunk_rows M), whatever N; from an
+    #: out-of-core source the rows are read a chunk at a time and never all held.  An
+    #: in-memory fit chunks alike, so both are equal exactly; sums over chunks equal
+    #: one pass up to round-off.
+    chunk_rows: int = 16384
+
+    def _chunks(self, n_rows: int, rows: torch.Tensor | None):
+        """The site positions of consecutive chunks of the training rows: slices of
+        ``range(n_rows)`` or pieces of ``rows`` (at least one chunk, maybe empty)."""
+        step = check_positive_int(self.chunk_rows, "chunk_rows")
+        for a in range(0, max(n_rows, 1), step):
+            yield slice(a, a + step) if rows is None else rows[a : a + step]
+
+    def _num_rows(self, X: Any, rows: torch.Tensor | None) -> int:
+        return X.shape[0] if rows is None else rows.numel()
 
     def _blocks(self, X: torch.Tensor, L: torch.Tensor):
         """``V = L^{-1} K_zx`` (M, B) and the FITC variances ``s`` (B,)."""
@@ -241,59 +288,70 @@ class SEP(InducingEPClassifier):
         self.site_updates_ += int(ok.numel())
         self.skipped_updates_ += int((~ok).sum())
 
-    def _batch_posterior(self, L, V, reduce: Any, nu=None, mu=None) -> WhitenedPosterior:
-        nu = self.site_nu if nu is None else nu
-        mu = self.site_mu if mu is None else mu
-        LtAL, h = site_sums(V, nu, mu)
-        both = reduce(torch.cat([LtAL.reshape(-1), h]))
+    @staticmethod
+    def _posterior_from_sums(L, sums, reduce: Any) -> WhitenedPosterior:
+        """q from this process's whitened site sums ``(L'AL, L'c)``, summed by ``reduce``."""
+        both = reduce(torch.cat([sums[0].reshape(-1), sums[1]]))
         M = L.shape[0]
         return WhitenedPosterior(L, both[: M * M].reshape(M, M), both[M * M :])
+
+    def _site_posterior(self, L, X, rows, reduce: Any) -> WhitenedPosterior:
+        """q from the current sites of the rows of ``X`` (``rows``: only these), their
+        sums taken chunk by chunk (:attr:`chunk_rows`) and over processes."""
+        sums = None
+        for sel in self._chunks(self._num_rows(X, rows), rows):
+            V, _ = self._blocks(X[sel], L)
+            sums = _add(sums, site_sums(V, self.site_nu[sel], self.site_mu[sel]))
+        return self._posterior_from_sums(L, sums, reduce)
 
     @torch.no_grad()
     def sweep(
         self,
-        X: torch.Tensor,
+        X: Any,
         ypm: torch.Tensor,
         reduce: Any = None,
         rows: torch.Tensor | None = None,
-    ):
+    ) -> WhitenedPosterior:
         """One parallel, damped update of all sites of ``X`` (batch scheme, eqs. 14-25).
 
-        ``rows``: ``X`` holds only these rows of the training data (this process's part in
-        a data-parallel run whose every process stores all N sites); the new sites of all
-        parts are then combined by ``reduce`` so that every process holds all of them.
-        Returns ``(L, V, s, q)`` with ``q`` rebuilt from the new sites.
+        ``X`` ``(N, D)``: a tensor or a lazy view of a source's rows (read
+        :attr:`chunk_rows` at a time).  ``rows``: update only these rows (this process's
+        part in a data-parallel run whose every process stores all N sites); the new
+        sites of all parts are then combined by ``reduce`` so that every process holds
+        all of them.  Returns ``q`` (:class:`~.ep_sites.WhitenedPosterior`) rebuilt from
+        the new sites.
         """
         reduce = reduce or _ONE_PROCESS
-        nu0 = self.site_nu if rows is None else self.site_nu[rows]
-        mu0 = self.site_mu if rows is None else self.site_mu[rows]
         L = self.prior_factor()
-        V, s = self._blocks(X, L)
-        post = self._batch_posterior(L, V, reduce, nu0, mu0)
-        cav = cavity_projection(post, V, V, nu0, mu0, same=True)
-        nu_new, mu_new, _, ok = probit_site_update(ypm, cav["a"], cav["v"], s)
-        ok = ok & cav["valid"]
-        rho = self.rho
-        nu1 = damp(nu_new, nu0, rho, ok)
-        mu1 = damp(mu_new, mu0, rho, ok)
+        post = self._site_posterior(L, X, rows, reduce)
+        nu0, mu0, rho = self.site_nu, self.site_mu, self.rho
+        new, sums = [], None
+        for sel in self._chunks(self._num_rows(X, rows), rows):
+            V, s = self._blocks(X[sel], L)
+            cav = cavity_projection(post, V, V, nu0[sel], mu0[sel], same=True)
+            nu_new, mu_new, _, ok = probit_site_update(ypm[sel], cav["a"], cav["v"], s)
+            ok = ok & cav["valid"]
+            nu1, mu1 = damp(nu_new, nu0[sel], rho, ok), damp(mu_new, mu0[sel], rho, ok)
+            sums = _add(sums, site_sums(V, nu1, mu1))
+            new.append((nu1, mu1, ok))
+        nu1, mu1, ok = (torch.cat(t) for t in zip(*new, strict=True))
         if rows is None:
             self._count(ok)
             self.site_nu, self.site_mu = nu1, mu1
         else:
             self._share_sites(None, rows, nu1, mu1, None, ok, reduce)
-        return L, V, s, self._batch_posterior(L, V, reduce, nu1, mu1)
+        return self._posterior_from_sums(L, sums, reduce)
 
     def sweep_evidence(
-        self, X: torch.Tensor, ypm: torch.Tensor, reduce: Any = None
+        self, X: Any, ypm: torch.Tensor, reduce: Any = None
     ) -> tuple[float, torch.Tensor, torch.Tensor]:
         """One :meth:`sweep` of the sites of ``X`` ``(N, D)`` (labels ``ypm`` in {-1, +1})
         and the EP estimate ``log Z_q`` after it (summed over processes by ``reduce``);
         sets ``q`` and returns ``(log Z_q, mean (M,), covariance (M, M))``."""
         reduce = reduce or _ONE_PROCESS
-        _, V, s, post = self.sweep(X, ypm, reduce)
+        post = self.sweep(X, ypm, reduce)
         with torch.no_grad():
-            _, lzt = self._site_terms(post, V, V, s, ypm, self.site_nu, self.site_mu, True)
-            value = float(self._global_term(post) + reduce(lzt.sum()))
+            value = float(self._global_term(post) + reduce(self._site_term_sum(post, X, ypm)))
             T = post.sqrt_cov
         self._set_q(post.mean, T)
         return value, post.mean, T @ T.mT
@@ -346,6 +404,16 @@ class SEP(InducingEPClassifier):
         # a site whose cavity is invalid (only after a skipped update) contributes nothing
         return cav, torch.where(valid, lzt, 0.0)
 
+    def _site_term_sum(self, post: WhitenedPosterior, X: Any, ypm: torch.Tensor):
+        """``sum_i log Ztilde_i`` of the current sites of all rows of ``X`` (by chunks)."""
+        total = None
+        for sel in self._chunks(X.shape[0], None):
+            V, s = self._blocks(X[sel], post.L)
+            nu, mu = self.site_nu[sel], self.site_mu[sel]
+            lzt = self._site_terms(post, V, V, s, ypm[sel], nu, mu, True)[1].sum()
+            total = lzt if total is None else total + lzt
+        return total
+
     @staticmethod
     def _global_term(post: WhitenedPosterior) -> torch.Tensor:
         """``g(theta) - g(theta_prior) = 1/2 log|Sigma| - 1/2 log|K| + 1/2 mu'Sigma^{-1}mu``."""
@@ -376,37 +444,29 @@ class SEP(InducingEPClassifier):
         data = log_ndtr(ypm * a / torch.sqrt(b.clamp_min(1e-12))).sum()
         return prior_weight * prior + weight * data
 
-    def log_evidence(self, X: Any, y: Any) -> float:
-        """The EP estimate ``log Z_q`` (eq. 28, corrected eq. 29) for the current sites and
-        hyperparameters, using all of ``X`` (O(N M^2)); sites must belong to ``X``."""
+    def _evidence_posterior(self, X: Any, y: Any):
+        """Checked ``X``, labels in {-1, +1} and ``q`` of the current sites of ``X``."""
         self._require_built()
         Xt, ypm = self._prepare(X, y, None)
         self._check_sites(Xt.shape[0])
         with torch.no_grad():
-            L = self.prior_factor()
-            V, s = self._blocks(Xt, L)
-            post = self._batch_posterior(L, V, _ONE_PROCESS)
-            _, lzt = self._site_terms(post, V, V, s, ypm, self.site_nu, self.site_mu, True)
-            return float(self._global_term(post) + lzt.sum())
+            post = self._site_posterior(self.prior_factor(), Xt, None, _ONE_PROCESS)
+        return Xt, ypm, post
+
+    def log_evidence(self, X: Any, y: Any) -> float:
+        """The EP estimate ``log Z_q`` (eq. 28, corrected eq. 29) for the current sites and
+        hyperparameters, using all of ``X`` (O(N M^2)); sites must belong to ``X``."""
+        Xt, ypm, post = self._evidence_posterior(X, y)
+        with torch.no_grad():
+            return float(self._global_term(post) + self._site_term_sum(post, Xt, ypm))
 
     def log_evidence_grad(self, X: Any, y: Any) -> dict[str, torch.Tensor]:
         """Gradient of ``log Z_q`` w.r.t. every trainable parameter by eq. 4 (sites fixed;
         exact at an EP fixed point).  Returns ``{name: grad}``."""
-        self._require_built()
-        Xt, ypm = self._prepare(X, y, None)
-        self._check_sites(Xt.shape[0])
-        with torch.no_grad():
-            L = self.prior_factor()
-            V, _ = self._blocks(Xt, L)
-            post = self._batch_posterior(L, V, _ONE_PROCESS)
-            cav = cavity_projection(post, V, V, self.site_nu, self.site_mu, same=True)
-        F = self._surrogate(Xt, ypm, post, V, cav, 1.0)
+        Xt, ypm, post = self._evidence_posterior(X, y)
         named = [(n, p) for n, p in self.named_parameters() if p.requires_grad]
-        grads = torch.autograd.grad(F, [p for _, p in named], allow_unused=True)
-        return {
-            n: (torch.zeros_like(p) if g is None else g)
-            for (n, p), g in zip(named, grads, strict=True)
-        }
+        grads, _ = self._surrogate_grads(Xt, ypm, post, None, [p for _, p in named], 1.0, -1.0)
+        return {n: g for (n, _), g in zip(named, grads, strict=True)}
 
     def converge_sites(self, X: Any, y: Any, max_sweeps: int = 500, tol: float = 1e-10) -> int:
         """Run parallel damped EP sweeps at fixed hyperparameters until the largest site
@@ -415,7 +475,7 @@ class SEP(InducingEPClassifier):
         self._check_sites(Xt.shape[0])
         for it in range(1, max_sweeps + 1):  # noqa: B007 - returned below
             old_nu, old_mu = self.site_nu.clone(), self.site_mu.clone()
-            _, _, _, post = self.sweep(Xt, ypm)
+            post = self.sweep(Xt, ypm)
             change = max(
                 float((self.site_nu - old_nu).abs().max()),
                 float((self.site_mu - old_mu).abs().max()),
@@ -443,11 +503,35 @@ class SEP(InducingEPClassifier):
             "max_steps": 1000,
         }
 
-    def _grad_step(self, F: torch.Tensor, opt, params, scale: float, reduce: Any) -> bool:
+    @staticmethod
+    def _grads(F: torch.Tensor, params, scale: float) -> list[torch.Tensor]:
+        """The gradient of ``-F * scale`` w.r.t. ``params`` (zeros where unused)."""
         grads = torch.autograd.grad(-F * scale, params, allow_unused=True)
+        return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
+
+    def _surrogate_grads(self, X, ypm, post, rows, params, prior_weight: float, scale: float):
+        """:meth:`_grads` of the batch-scheme ``F`` of the rows of ``X`` (``rows``: only
+        these) and ``sum_i log Ztilde_i`` of their sites, accumulated chunk by chunk: one
+        chunk's autograd graph at a time.  The prior term enters with the first chunk."""
+        grads = lzt = None
+        for sel in self._chunks(self._num_rows(X, rows), rows):
+            F, part = self._batch_surrogate(
+                X[sel],
+                ypm[sel],
+                post,
+                prior_weight if lzt is None else 0.0,
+                self.site_nu[sel],
+                self.site_mu[sel],
+            )
+            g = self._grads(F, params, scale)
+            grads = g if grads is None else [a + b for a, b in zip(grads, g, strict=True)]
+            lzt = part if lzt is None else lzt + part
+        return grads, lzt
+
+    def _apply_grads(self, grads, opt, params, reduce: Any) -> bool:
+        """Sum ``grads`` over processes and step ``opt``; False (no step) if not finite."""
         ok = True
         for p, g in zip(params, grads, strict=True):
-            g = torch.zeros_like(p) if g is None else g
             g = reduce(g)
             ok = ok and bool(torch.isfinite(g).all())
             p.grad = g
@@ -508,7 +592,9 @@ class SEP(InducingEPClassifier):
     ) -> float:
         """Sweep + one hyperparameter step; returns the EP estimate ``log Z_q``.
 
-        ``X`` ``(N, D)``, labels ``ypm`` in {-1, +1} ``(N,)``; ``opt`` steps ``params``
+        ``X`` ``(N, D)`` (a tensor or a lazy view of a source's rows: the sweep and the
+        gradient read :attr:`chunk_rows` rows at a time), labels ``ypm`` in {-1, +1}
+        ``(N,)``; ``opt`` steps ``params``
         on the gradient of ``-F / N_total`` (``N_total``: data points over all
         processes); ``reduce``: sums over processes
         (:class:`latentgp.training.distributed.Reducer`; None: one process).  ``rows``:
@@ -518,14 +604,13 @@ class SEP(InducingEPClassifier):
         gradient (nothing is stepped then).
         """
         reduce = reduce or _ONE_PROCESS
-        Xp, yp = (X, ypm) if rows is None else (X[rows], ypm[rows])
-        _, _, _, post = self.sweep(Xp, yp, reduce, rows)
+        post = self.sweep(X, ypm, reduce, rows)
         self._set_q(post.mean, post.sqrt_cov)
-        nu = self.site_nu if rows is None else self.site_nu[rows]
-        mu = self.site_mu if rows is None else self.site_mu[rows]
-        F, lzt = self._batch_surrogate(Xp, yp, post, 1.0 / reduce.world, nu, mu)
+        grads, lzt = self._surrogate_grads(
+            X, ypm, post, rows, params, 1.0 / reduce.world, 1.0 / N_total
+        )
         value = float(self._global_term(post) + reduce(lzt))
-        if not self._grad_step(F, opt, params, 1.0 / N_total, reduce):
+        if not self._apply_grads(grads, opt, params, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
 
@@ -554,7 +639,7 @@ class SEP(InducingEPClassifier):
             L = self.prior_factor()
             Xb, yb = X[sub], ypm[sub]
             V, s = self._blocks(Xb, L)
-            post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
+            post = self._running_posterior(L)
             U_old = self.site_upsilon[sub].mT  # (M, b)
             nu_old, mu_old = self.site_nu[sub], self.site_mu[sub]
             cav = cavity_projection(post, V, L.mT @ U_old, nu_old, mu_old)
@@ -580,31 +665,31 @@ class SEP(InducingEPClassifier):
                 c = self.c + both[M * M :]
             self.A = 0.5 * (A + A.mT)
             self.c = c
-            post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
+            post = self._running_posterior(L)
             Po = L.mT @ U_new
             cav, lzt = self._site_terms(post, V, Po, s, yb, nu_d, mu_d, False)
             value = float(self._global_term(post) + (N / B) * reduce(lzt.sum()))
         self._set_q(post.mean, post.sqrt_cov)
         F = self._surrogate(Xb, yb, post, Po, cav, N / B, prior_weight=1.0 / W)
-        if not self._grad_step(F, opt, params, 1.0 / N, reduce):
+        if not self._apply_grads(self._grads(F, params, 1.0 / N), opt, params, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
 
+    def _running_posterior(self, L: torch.Tensor) -> WhitenedPosterior:
+        """q from the running sums ``A, c`` (stochastic scheme)."""
+        return WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
+
     @torch.no_grad()
-    def finish_training(self, X: torch.Tensor, reduce: Any = None, rows=None) -> None:
+    def finish_training(self, X: Any, reduce: Any = None, rows=None) -> None:
         """Set ``q`` from the final sites (after the last hyperparameter step): from the
         sites of ``X`` (batch scheme; ``rows``: this process's rows) or from the running
         sums ``A, c`` (stochastic scheme)."""
         reduce = reduce or _ONE_PROCESS
         L = self.prior_factor()
         if self.scheme == "batch":
-            Xp = X if rows is None else X[rows]
-            nu = self.site_nu if rows is None else self.site_nu[rows]
-            mu = self.site_mu if rows is None else self.site_mu[rows]
-            V, _ = self._blocks(Xp, L)
-            post = self._batch_posterior(L, V, reduce, nu, mu)
+            post = self._site_posterior(L, X, rows, reduce)
         else:
-            post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
+            post = self._running_posterior(L)
         self._set_q(post.mean, post.sqrt_cov)
 
     _SITE_STATE = ("site_nu", "site_mu", "site_upsilon", "A", "c")

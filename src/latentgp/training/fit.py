@@ -26,7 +26,6 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..io import WriteError, check_writable
@@ -46,7 +45,7 @@ from .loop import (
     total_steps,
 )
 from .optim import OPTIMIZERS, check_optimizer_kwargs, make_optimizer
-from .tasks import FitData, FitOptions, FitPlan, plan_builder, register_plan
+from .tasks import FitData, FitOptions, FitPlan, plan_builder, read_rows, register_plan
 
 __all__ = [
     "OPTIMIZERS",
@@ -226,19 +225,12 @@ class JitterLog:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def _read_source(model: Any, source: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """All rows of an out-of-core source, validated (for plans that do not stream)."""
-    N = int(source.num_rows)
-    X, y = source.rows(np.arange(N))
-    return model.check_training_data(X, y)
-
-
 def _resolve_data(model: Any, X: Any, y: Any, streams: bool) -> FitData:
     if y is None and hasattr(X, "lazy_arrays"):
         N = model.check_source(X)  # out-of-core rows (latentgp.datasets.ShardedArrays)
         if streams:
             return FitData(None, None, X, N)
-        Xt, yt = _read_source(model, X)
+        Xt, yt = read_rows(model, X)
         return FitData(Xt, yt, None, N)
     if y is None:
         raise ValueError("y is missing: fit(X, y), or fit(source) for out-of-core data")

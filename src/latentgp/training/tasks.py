@@ -42,6 +42,7 @@ __all__ = [
     "SEPTask",
     "distributed_sweep",
     "plan_builder",
+    "read_rows",
     "register_plan",
 ]
 
@@ -140,6 +141,12 @@ def plan_builder(model: Any) -> tuple[PlanBuilder, bool]:
     raise LookupError(f"no training plan is registered for {type(model).__name__}")
 
 
+def read_rows(model: Any, source: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """All rows of an out-of-core source, checked by ``model`` (for plans that need
+    them in memory)."""
+    return model.check_training_data(*source.rows(np.arange(int(source.num_rows))))
+
+
 # ------------------------------------------------------------------------------ SEP --
 class SEPTask(StepTask):
     """SEP's step: site updates (a sweep over all sites, or a minibatch's sites) followed
@@ -221,7 +228,12 @@ def sep_plan(model: SEP, data: FitData, opts: FitOptions) -> FitPlan:
     """SEP's plan: sites, sums over processes, the sign-adaptive (or torch) optimiser."""
     reduce, replicated = _sep_reducer(model, opts)
     fresh = not model.built
-    Xt, ypm = model.prepare_training(data.X, data.y, seed=opts.seed)
+    if data.source is not None and opts.process_group is None:
+        # lazy rows: a sweep reads chunks, a minibatch its rows; labels and sites in memory
+        Xt, ypm = model.prepare_source(data.source, seed=opts.seed)
+    else:  # process_group= holds this process's shard (its input units come from it)
+        X, y = (data.X, data.y) if data.source is None else read_rows(model, data.source)
+        Xt, ypm = model.prepare_training(X, y, seed=opts.seed)
     if opts.process_group is not None:
         if fresh:  # input units of the full data, not of this process's shard
             adopt_input_unit(model, sharded_column_unit(Xt, reduce, reduce.maximum))
@@ -379,7 +391,7 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
         # lazy row views: steps read their sampled rows, full passes read in chunks
         X, ys = model.initialize_from_source(data.source, seed=opts.seed, batch_size=B)
     else:  # the basis is every training input: the rows must be in memory
-        Xt, yt = model.check_training_data(*data.source.rows(np.arange(N)))
+        Xt, yt = read_rows(model, data.source)
         X, ys = Xt, model.initialize_training(Xt, yt, seed=opts.seed)
     if opts.seed is not None:
         torch.manual_seed(opts.seed)  # inside the fit's private random state
@@ -407,5 +419,5 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
     )
 
 
-register_plan(SEP, sep_plan)
+register_plan(SEP, sep_plan, streams=True)
 register_plan(QSGP, qsgp_plan, streams=True)
