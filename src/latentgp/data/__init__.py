@@ -80,7 +80,7 @@ __all__ = [
 
 def __getattr__(name: str):
     """Streaming sources import torch, so they load on first use only."""
-    if name in ("ShardedArrays", "LazyRows"):
+    if name in ("ShardedArrays", "CSVSource", "LazyRows"):
         from . import streaming
 
         return getattr(streaming, name)
