@@ -53,21 +53,21 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.special import log_ndtr
 
 from ..linalg import solve_lower, solve_upper_t
 from ..rng import seeded_scope
 from ..validation import check_positive_int, keyword_only_after_first
 from .base import register_model
 from .ep_sites import (
-    LOG_2PI,
     WhitenedPosterior,
+    batch_surrogate,
     cavity_projection,
     damp,
-    log_site_normalisers,
+    global_term,
     probit_site_update,
-    probit_tilted,
     site_sums,
+    site_terms,
+    surrogate,
 )
 from .inducing_ep import LEGACY_ARGUMENT_TAIL, InducingEPClassifier, check_damping
 
@@ -221,15 +221,17 @@ class SEP(InducingEPClassifier):
         first use from a seeded sample of at most 20,000 rows
         (:meth:`~latentgp.models.base.GPModel.initialize_from_source`; every row of a
         smaller source, so that it initialises exactly as the same rows in memory), reads
-        and checks the labels :attr:`chunk_rows` at a time, and creates the N sites.
+        and checks the labels a chunk at a time (:meth:`sweep_chunk_rows`), and creates
+        the N sites.
         Returns a lazy view of the inputs ``(N, D)`` (rows are read when indexed, never
         all at once) and the labels in {-1, +1} ``(N,)``."""
         N = self.check_source(source)
         with seeded_scope(seed, [self.device_]):
             self._init_from_source(source, seed)
         ys = []
-        for a in range(0, N, check_positive_int(self.chunk_rows, "chunk_rows")):
-            _, yc = source.rows(np.arange(a, min(N, a + self.chunk_rows)))
+        step = self.sweep_chunk_rows()
+        for a in range(0, N, step):
+            _, yc = source.rows(np.arange(a, min(N, a + step)))
             ys.append(self._check_y(yc, len(yc)))
         ypm = 2.0 * torch.cat(ys) - 1.0
         self._ensure_sites(N)
@@ -260,18 +262,27 @@ class SEP(InducingEPClassifier):
         if self.site_nu is None or self.site_nu.shape[0] != N:
             self.reset_sites(N)
 
-    #: Rows per chunk of the batch scheme's passes over the data.  The ``(M, rows)``
-    #: blocks and the surrogate's autograd graph exist for one chunk at a time, so a
-    #: sweep's memory is the O(N) sites plus O(chunk_rows M), whatever N; from an
-    #: out-of-core source the rows are read a chunk at a time and never all held.  An
-    #: in-memory fit chunks alike, so both are equal exactly; sums over chunks equal
-    #: one pass up to round-off.
-    chunk_rows: int = 16384
+    #: Rows per chunk of the batch scheme's passes over the data (None: the one chunk
+    #: size rule, :meth:`sweep_chunk_rows`).  The ``(M, rows)`` blocks and the
+    #: surrogate's autograd graph exist for one chunk at a time, so a sweep's memory is
+    #: the O(N) sites plus O(rows M), whatever N; from an out-of-core source the rows
+    #: are read a chunk at a time and never all held.  An in-memory fit chunks alike,
+    #: so both are equal exactly; sums over chunks equal one pass up to round-off.
+    chunk_rows: int | None = None
+
+    def sweep_chunk_rows(self) -> int:
+        """Rows per chunk of a sweep: :attr:`chunk_rows` when set, else the prediction
+        chunk of :func:`latentgp.models.predict.rows_per_chunk` (``config.chunk_size``
+        if set, else about 2^20 entries of the ``(rows, M)`` block, clipped to
+        [256, 65536] rows)."""
+        if self.chunk_rows is not None:
+            check_positive_int(self.chunk_rows, "chunk_rows")
+        return self.prediction_chunk_rows(self.chunk_rows)
 
     def _chunks(self, n_rows: int, rows: torch.Tensor | None):
         """The site positions of consecutive chunks of the training rows: slices of
         ``range(n_rows)`` or pieces of ``rows`` (at least one chunk, maybe empty)."""
-        step = check_positive_int(self.chunk_rows, "chunk_rows")
+        step = self.sweep_chunk_rows()
         for a in range(0, max(n_rows, 1), step):
             yield slice(a, a + step) if rows is None else rows[a : a + step]
 
@@ -315,7 +326,7 @@ class SEP(InducingEPClassifier):
         """One parallel, damped update of all sites of ``X`` (batch scheme, eqs. 14-25).
 
         ``X`` ``(N, D)``: a tensor or a lazy view of a source's rows (read
-        :attr:`chunk_rows` at a time).  ``rows``: update only these rows (this process's
+        :meth:`sweep_chunk_rows` at a time).  ``rows``: update only these rows (this process's
         part in a data-parallel run whose every process stores all N sites); the new
         sites of all parts are then combined by ``reduce`` so that every process holds
         all of them.  Returns ``q`` (:class:`~.ep_sites.WhitenedPosterior`) rebuilt from
@@ -351,7 +362,7 @@ class SEP(InducingEPClassifier):
         reduce = reduce or _ONE_PROCESS
         post = self.sweep(X, ypm, reduce)
         with torch.no_grad():
-            value = float(self._global_term(post) + reduce(self._site_term_sum(post, X, ypm)))
+            value = float(global_term(post) + reduce(self._site_term_sum(post, X, ypm)))
             T = post.sqrt_cov
         self._set_q(post.mean, T)
         return value, post.mean, T @ T.mT
@@ -393,56 +404,21 @@ class SEP(InducingEPClassifier):
         return None if extra is None else tot[o + 2 :].view_as(extra).clone()
 
     # ------------------------------------------------------------------- evidence --
-    def _site_terms(self, post, V, Po, s, ypm, nu, mu, same):
-        """Cavities (for the surrogate) and ``sum_i log Ztilde_i`` of the given sites."""
-        cav = cavity_projection(post, V, Po, nu, mu, same=same)
-        b = 1.0 + s + cav["v"].clamp_min(0.0)
-        log_z, _, _ = probit_tilted(ypm, cav["a"], b)
-        d = cav["d_oo"]
-        valid = cav["valid"]
-        lzt = log_site_normalisers(log_z, torch.where(valid, nu, 0.0), mu, cav["c_o"], d)
-        # a site whose cavity is invalid (only after a skipped update) contributes nothing
-        return cav, torch.where(valid, lzt, 0.0)
-
     def _site_term_sum(self, post: WhitenedPosterior, X: Any, ypm: torch.Tensor):
         """``sum_i log Ztilde_i`` of the current sites of all rows of ``X`` (by chunks)."""
         total = None
         for sel in self._chunks(X.shape[0], None):
             V, s = self._blocks(X[sel], post.L)
             nu, mu = self.site_nu[sel], self.site_mu[sel]
-            lzt = self._site_terms(post, V, V, s, ypm[sel], nu, mu, True)[1].sum()
+            lzt = site_terms(post, V, V, s, ypm[sel], nu, mu, True)[1].sum()
             total = lzt if total is None else total + lzt
         return total
 
-    @staticmethod
-    def _global_term(post: WhitenedPosterior) -> torch.Tensor:
-        """``g(theta) - g(theta_prior) = 1/2 log|Sigma| - 1/2 log|K| + 1/2 mu'Sigma^{-1}mu``."""
-        return -0.5 * post.log_det_B() + 0.5 * post.quad_B()
-
-    def _surrogate(self, X, ypm, post, Po, cav, weight: float, prior_weight: float = 1.0):
-        """``F(xi)`` of notes §1.4 with q and the cavities frozen (autograd through xi)."""
-        mu_f = post.mean.detach()
-        T = post.sqrt_cov.detach()  # Sigma = T T'
-        G = (T @ post.solve_R(Po)).detach()  # Sigma u_o (M, B)
-        kappa, C = cav["kappa"].detach(), cav["C"].detach()
-        L = self.prior_factor()
-        M = L.shape[0]
-        prior = (
-            -0.5 * M * LOG_2PI
-            - L.diagonal().log().sum()
-            - 0.5 * solve_lower(L, T).square().sum()
-            - 0.5 * solve_lower(L, mu_f[:, None]).square().sum()
-        )
-        if X.shape[0] == 0:  # an empty part of a minibatch (data-parallel run)
-            return prior_weight * prior
-        V = solve_lower(L, self.kernel(self.Z, X))
-        U = solve_upper_t(L, V)  # upsilon_i = K^{-1} k_i, (M, B)
-        UG = (U * G).sum(0)
-        a = U.mT @ mu_f + UG * kappa
-        v = (T.mT @ U).square().sum(0) + C * UG.square()
-        b = 1.0 + self.kernel.diag(X) - V.square().sum(0) + v
-        data = log_ndtr(ypm * a / torch.sqrt(b.clamp_min(1e-12))).sum()
-        return prior_weight * prior + weight * data
+    def _kernel_blocks(self, X: torch.Tensor, L: torch.Tensor):
+        """``K_zx`` ``(M, B)`` and ``diag K_xx`` ``(B,)`` with autograd (empty for no rows)."""
+        if X.shape[0] == 0:  # an empty part (more processes than rows)
+            return L.new_zeros(L.shape[0], 0), L.new_zeros(0)
+        return self.kernel(self.Z, X), self.kernel.diag(X)
 
     def _evidence_posterior(self, X: Any, y: Any):
         """Checked ``X``, labels in {-1, +1} and ``q`` of the current sites of ``X``."""
@@ -458,7 +434,7 @@ class SEP(InducingEPClassifier):
         hyperparameters, using all of ``X`` (O(N M^2)); sites must belong to ``X``."""
         Xt, ypm, post = self._evidence_posterior(X, y)
         with torch.no_grad():
-            return float(self._global_term(post) + self._site_term_sum(post, Xt, ypm))
+            return float(global_term(post) + self._site_term_sum(post, Xt, ypm))
 
     def log_evidence_grad(self, X: Any, y: Any) -> dict[str, torch.Tensor]:
         """Gradient of ``log Z_q`` w.r.t. every trainable parameter by eq. 4 (sites fixed;
@@ -515,14 +491,11 @@ class SEP(InducingEPClassifier):
         chunk's autograd graph at a time.  The prior term enters with the first chunk."""
         grads = lzt = None
         for sel in self._chunks(self._num_rows(X, rows), rows):
-            F, part = self._batch_surrogate(
-                X[sel],
-                ypm[sel],
-                post,
-                prior_weight if lzt is None else 0.0,
-                self.site_nu[sel],
-                self.site_mu[sel],
-            )
+            L = self.prior_factor()
+            Kzx, kxx = self._kernel_blocks(X[sel], L)
+            nu, mu = self.site_nu[sel], self.site_mu[sel]
+            weight = prior_weight if lzt is None else 0.0
+            F, part = batch_surrogate(post, L, Kzx, kxx, ypm[sel], nu, mu, weight)
             g = self._grads(F, params, scale)
             grads = g if grads is None else [a + b for a, b in zip(grads, g, strict=True)]
             lzt = part if lzt is None else lzt + part
@@ -539,47 +512,6 @@ class SEP(InducingEPClassifier):
             opt.step()
         return ok
 
-    def _batch_surrogate(
-        self, X, ypm, post: WhitenedPosterior, prior_weight: float = 1.0, nu=None, mu=None
-    ):
-        """Batch-scheme ``F(xi)`` (same value and gradient as :meth:`_surrogate` with
-        ``Po = V``) and, from the same forward pass, ``sum_i log Ztilde_i`` at ``xi``
-        (``nu, mu``: the sites of the rows of ``X``; default all sites).
-
-        With ``P = L^{-1} T`` and ``p = L^{-1} mu`` (M x M work): ``upsilon_i'mu = V_i'p``
-        and ``T'upsilon_i = P'V_i``; the frozen site direction enters through the detached
-        copy of ``P'V``.  Cost: two O(N M^2) products plus their backward pass.
-        """
-        mu_f = post.mean.detach()
-        T = post.sqrt_cov.detach()
-        L = self.prior_factor()
-        M = L.shape[0]
-        P = solve_lower(L, T)
-        p = solve_lower(L, mu_f[:, None])[:, 0]
-        prior = -0.5 * M * LOG_2PI - L.diagonal().log().sum() - 0.5 * P.square().sum()
-        prior = prior - 0.5 * p.square().sum()
-        if X.shape[0] == 0:  # an empty part (more processes than rows)
-            return prior_weight * prior, prior.new_zeros(())
-        V = solve_lower(L, self.kernel(self.Z, X))
-        PV = P.mT @ V  # (M, N): T' upsilon_i(xi)
-        c = V.mT @ p  # upsilon_i(xi)' mu
-        c0, PV0 = c.detach(), PV.detach()
-        d0 = PV0.square().sum(0)
-        nu = self.site_nu if nu is None else nu
-        mu = self.site_mu if mu is None else mu
-        one_minus = 1.0 - nu * d0
-        valid = one_minus > 0
-        safe = torch.where(valid, one_minus, torch.ones_like(one_minus))
-        kappa, C = (nu * c0 - mu) / safe, nu / safe
-        UG = (PV * PV0).sum(0)  # upsilon_i(xi)' Sigma upsilon_i(xi_0)
-        a = c + UG * kappa
-        v = PV.square().sum(0) + C * UG.square()
-        b = 1.0 + self.kernel.diag(X) - V.square().sum(0) + v
-        log_z = log_ndtr(ypm * a / torch.sqrt(b.clamp_min(1e-12)))
-        F = prior_weight * prior + torch.where(valid, log_z, 0.0).sum()
-        lzt = log_site_normalisers(log_z.detach(), torch.where(valid, nu, 0.0), mu, c0, d0)
-        return F, torch.where(valid, lzt, 0.0).sum()
-
     def batch_step(
         self,
         X: torch.Tensor,
@@ -593,7 +525,7 @@ class SEP(InducingEPClassifier):
         """Sweep + one hyperparameter step; returns the EP estimate ``log Z_q``.
 
         ``X`` ``(N, D)`` (a tensor or a lazy view of a source's rows: the sweep and the
-        gradient read :attr:`chunk_rows` rows at a time), labels ``ypm`` in {-1, +1}
+        gradient read :meth:`sweep_chunk_rows` rows at a time), labels ``ypm`` in {-1, +1}
         ``(N,)``; ``opt`` steps ``params``
         on the gradient of ``-F / N_total`` (``N_total``: data points over all
         processes); ``reduce``: sums over processes
@@ -609,7 +541,7 @@ class SEP(InducingEPClassifier):
         grads, lzt = self._surrogate_grads(
             X, ypm, post, rows, params, 1.0 / reduce.world, 1.0 / N_total
         )
-        value = float(self._global_term(post) + reduce(lzt))
+        value = float(global_term(post) + reduce(lzt))
         if not self._apply_grads(grads, opt, params, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
@@ -667,10 +599,12 @@ class SEP(InducingEPClassifier):
             self.c = c
             post = self._running_posterior(L)
             Po = L.mT @ U_new
-            cav, lzt = self._site_terms(post, V, Po, s, yb, nu_d, mu_d, False)
-            value = float(self._global_term(post) + (N / B) * reduce(lzt.sum()))
+            cav, lzt = site_terms(post, V, Po, s, yb, nu_d, mu_d, False)
+            value = float(global_term(post) + (N / B) * reduce(lzt.sum()))
         self._set_q(post.mean, post.sqrt_cov)
-        F = self._surrogate(Xb, yb, post, Po, cav, N / B, prior_weight=1.0 / W)
+        L = self.prior_factor()
+        Kzx, kxx = self._kernel_blocks(Xb, L)
+        F = surrogate(post, L, Kzx, kxx, yb, Po, cav, N / B, prior_weight=1.0 / W)
         if not self._apply_grads(self._grads(F, params, 1.0 / N), opt, params, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
