@@ -200,3 +200,33 @@ def test_sep_chunk_rows_must_be_positive():
     X, y = cls_data()
     with pytest.raises(ValueError, match="chunk_rows"):
         _chunked_sep(0).fit(X, y, max_steps=1)
+
+
+@pytest.mark.parametrize("scheme", ["batch", "stochastic"])
+def test_sep_from_a_source_larger_than_the_init_sample_equals_in_memory(scheme, tmp_path):
+    """Beyond 20,000 rows a source initialises from a seeded sample of rows; an in-memory
+    SEP fit initialises from the same sample, so the two are still the same fit."""
+    X, y = cls_data(n=20_500, seed=4)
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for i, (a, b) in enumerate(zip(np.array_split(X, 3), np.array_split(y, 3), strict=True)):
+        np.save(folder / f"X_{i:05d}.npy", a)
+        np.save(folder / f"y_{i:05d}.npy", b)
+    kw = dict(max_steps=2, seed=5)
+    if scheme == "stochastic":
+        kw.update(batch_size=50, max_steps=3)
+
+    def make():
+        m = _sep(scheme)
+        m.chunk_rows = 4096
+        return m
+
+    got = make().fit(ShardedArrays(folder), **kw)
+    ref = make().fit(X, y, **kw)
+    _assert_same(_state(got), _state(ref))
+    # the initial values are those of the sample's rows alone (not of every row)
+    sample = lg.models.base.init_sample(20_500, 5)
+    assert len(sample) == 20_000
+    whole = _sep(scheme).initialize(X, y, seed=5)
+    part = _sep(scheme).initialize(X[sample], y[sample], seed=5)
+    _assert_same(dict(whole.state_dict()), dict(part.state_dict()))

@@ -218,13 +218,12 @@ class SEP(InducingEPClassifier):
     def prepare_source(self, source: Any, *, seed: int | None = None) -> tuple[Any, torch.Tensor]:
         """:meth:`prepare_training` for an out-of-core source
         (``latentgp.datasets.ShardedArrays``, ``CSVSource``): builds and initialises on
-        first use from a seeded sample of at most 20,000 rows
-        (:meth:`~latentgp.models.base.GPModel.initialize_from_source`; every row of a
-        smaller source, so that it initialises exactly as the same rows in memory), reads
-        and checks the labels a chunk at a time (:meth:`sweep_chunk_rows`), and creates
-        the N sites.
-        Returns a lazy view of the inputs ``(N, D)`` (rows are read when indexed, never
-        all at once) and the labels in {-1, +1} ``(N,)``."""
+        first use from the seeded sample of :func:`~latentgp.models.base.init_sample`
+        (at most 20,000 rows: the sample an in-memory fit initialises from too, so that
+        both are the same fit), reads and checks the labels a chunk at a time
+        (:meth:`sweep_chunk_rows`), and creates the N sites.  Returns a lazy view of the
+        inputs ``(N, D)`` (rows are read when indexed, never all at once) and the labels
+        in {-1, +1} ``(N,)``."""
         N = self.check_source(source)
         with seeded_scope(seed, [self.device_]):
             self._init_from_source(source, seed)
