@@ -22,7 +22,9 @@ Training schemes (``scheme=``):
 
 - ``"batch"``: every sweep updates all sites (damping 0.5), then one step of the
   sign-adaptive rule of the seed (per-parameter rate x1.02 / x0.5) or Adam/ADADELTA.
-  Memory: the sites' ``nu, mu`` (2N numbers) and O(N M) transient work.  With
+  Memory: the sites' ``nu, mu`` (2N numbers) and O(rows M) transient work for one chunk
+  of rows at a time (:meth:`SEP.sweep_chunk_rows`); from an out-of-core source the
+  inputs are read a chunk at a time and never all held.  With
   ``fit(..., process_group=g)`` each ``torch.distributed`` process passes its own shard:
   site sums, ``log Z`` and gradients are all-reduced (see
   :func:`latentgp.training.tasks.distributed_sweep`).
