@@ -101,6 +101,39 @@ class WhitenedPosterior:
         return (self.R.mT @ self.m_w).square().sum()
 
 
+class OneProcess:
+    """Sums and maxima over "all processes" when there is only this one: the identity.
+    Training passes :class:`latentgp.training.distributed.Reducer` instead (duck-typed:
+    ``world``, ``rank``, ``reduce(t)`` = sum, ``reduce.maximum(t)``)."""
+
+    world = 1
+    rank = 0
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def maximum(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+
+#: the reducer of a run in one process
+ONE_PROCESS = OneProcess()
+
+
+def add_sums(total: tuple | None, part: tuple) -> tuple:
+    """Elementwise sum of two tuples of tensors (``total`` None: ``part``), e.g. the
+    :func:`site_sums` of consecutive chunks of rows."""
+    return part if total is None else tuple(a + b for a, b in zip(total, part, strict=True))
+
+
+def posterior_from_sums(L: torch.Tensor, sums: tuple, reduce=ONE_PROCESS) -> WhitenedPosterior:
+    """``q`` from this process's whitened site sums ``(L'AL, L'c)`` (:func:`site_sums`),
+    summed over processes by ``reduce``."""
+    both = reduce(torch.cat([sums[0].reshape(-1), sums[1]]))
+    M = L.shape[0]
+    return WhitenedPosterior(L, both[: M * M].reshape(M, M), both[M * M :])
+
+
 def site_sums(V: torch.Tensor, nu: torch.Tensor, mu: torch.Tensor):
     """Whitened natural-parameter sums of sites whose ``upsilon = L^{-T} V``.
 

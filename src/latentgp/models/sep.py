@@ -61,11 +61,14 @@ from ..rng import seeded_scope
 from ..validation import check_positive_int, keyword_only_after_first
 from .base import register_model
 from .ep_sites import (
+    ONE_PROCESS,
     WhitenedPosterior,
+    add_sums,
     batch_surrogate,
     cavity_projection,
     damp,
     global_term,
+    posterior_from_sums,
     probit_site_update,
     site_sums,
     site_terms,
@@ -74,29 +77,6 @@ from .ep_sites import (
 from .inducing_ep import LEGACY_ARGUMENT_TAIL, InducingEPClassifier, check_damping
 
 SCHEMES = ("batch", "stochastic")
-
-
-class _OneProcess:
-    """Sums and maxima over "all processes" when there is only this one: the identity.
-    Training passes :class:`latentgp.training.distributed.Reducer` instead (duck-typed:
-    ``world``, ``rank``, ``reduce(t)`` = sum, ``reduce.maximum(t)``)."""
-
-    world = 1
-    rank = 0
-
-    def __call__(self, t: torch.Tensor) -> torch.Tensor:
-        return t
-
-    def maximum(self, t: torch.Tensor) -> torch.Tensor:
-        return t
-
-
-_ONE_PROCESS = _OneProcess()
-
-
-def _add(total: tuple | None, part: tuple) -> tuple:
-    """Elementwise sum of two tuples of tensors (``total`` None: ``part``)."""
-    return part if total is None else tuple(a + b for a, b in zip(total, part, strict=True))
 
 
 @register_model
@@ -280,15 +260,12 @@ class SEP(InducingEPClassifier):
             check_positive_int(self.chunk_rows, "chunk_rows")
         return self.prediction_chunk_rows(self.chunk_rows)
 
-    def _chunks(self, n_rows: int, rows: torch.Tensor | None):
-        """The site positions of consecutive chunks of the training rows: slices of
-        ``range(n_rows)`` or pieces of ``rows`` (at least one chunk, maybe empty)."""
-        step = self.sweep_chunk_rows()
-        for a in range(0, max(n_rows, 1), step):
+    def _chunks(self, X: Any, rows: torch.Tensor | None):
+        """The site positions of consecutive chunks of the rows of ``X``: slices, or
+        pieces of ``rows`` when only these are used (at least one chunk, maybe empty)."""
+        step, n = self.sweep_chunk_rows(), X.shape[0] if rows is None else rows.numel()
+        for a in range(0, max(n, 1), step):
             yield slice(a, a + step) if rows is None else rows[a : a + step]
-
-    def _num_rows(self, X: Any, rows: torch.Tensor | None) -> int:
-        return X.shape[0] if rows is None else rows.numel()
 
     def _blocks(self, X: torch.Tensor, L: torch.Tensor):
         """``V = L^{-1} K_zx`` (M, B) and the FITC variances ``s`` (B,)."""
@@ -300,21 +277,14 @@ class SEP(InducingEPClassifier):
         self.site_updates_ += int(ok.numel())
         self.skipped_updates_ += int((~ok).sum())
 
-    @staticmethod
-    def _posterior_from_sums(L, sums, reduce: Any) -> WhitenedPosterior:
-        """q from this process's whitened site sums ``(L'AL, L'c)``, summed by ``reduce``."""
-        both = reduce(torch.cat([sums[0].reshape(-1), sums[1]]))
-        M = L.shape[0]
-        return WhitenedPosterior(L, both[: M * M].reshape(M, M), both[M * M :])
-
     def _site_posterior(self, L, X, rows, reduce: Any) -> WhitenedPosterior:
         """q from the current sites of the rows of ``X`` (``rows``: only these), their
         sums taken chunk by chunk (:attr:`chunk_rows`) and over processes."""
         sums = None
-        for sel in self._chunks(self._num_rows(X, rows), rows):
+        for sel in self._chunks(X, rows):
             V, _ = self._blocks(X[sel], L)
-            sums = _add(sums, site_sums(V, self.site_nu[sel], self.site_mu[sel]))
-        return self._posterior_from_sums(L, sums, reduce)
+            sums = add_sums(sums, site_sums(V, self.site_nu[sel], self.site_mu[sel]))
+        return posterior_from_sums(L, sums, reduce)
 
     @torch.no_grad()
     def sweep(
@@ -333,18 +303,18 @@ class SEP(InducingEPClassifier):
         all of them.  Returns ``q`` (:class:`~.ep_sites.WhitenedPosterior`) rebuilt from
         the new sites.
         """
-        reduce = reduce or _ONE_PROCESS
+        reduce = reduce or ONE_PROCESS
         L = self.prior_factor()
         post = self._site_posterior(L, X, rows, reduce)
         nu0, mu0, rho = self.site_nu, self.site_mu, self.rho
         new, sums = [], None
-        for sel in self._chunks(self._num_rows(X, rows), rows):
+        for sel in self._chunks(X, rows):
             V, s = self._blocks(X[sel], L)
             cav = cavity_projection(post, V, V, nu0[sel], mu0[sel], same=True)
             nu_new, mu_new, _, ok = probit_site_update(ypm[sel], cav["a"], cav["v"], s)
             ok = ok & cav["valid"]
             nu1, mu1 = damp(nu_new, nu0[sel], rho, ok), damp(mu_new, mu0[sel], rho, ok)
-            sums = _add(sums, site_sums(V, nu1, mu1))
+            sums = add_sums(sums, site_sums(V, nu1, mu1))
             new.append((nu1, mu1, ok))
         nu1, mu1, ok = (torch.cat(t) for t in zip(*new, strict=True))
         if rows is None:
@@ -352,7 +322,7 @@ class SEP(InducingEPClassifier):
             self.site_nu, self.site_mu = nu1, mu1
         else:
             self._share_sites(None, rows, nu1, mu1, None, ok, reduce)
-        return self._posterior_from_sums(L, sums, reduce)
+        return posterior_from_sums(L, sums, reduce)
 
     def sweep_evidence(
         self, X: Any, ypm: torch.Tensor, reduce: Any = None
@@ -360,7 +330,7 @@ class SEP(InducingEPClassifier):
         """One :meth:`sweep` of the sites of ``X`` ``(N, D)`` (labels ``ypm`` in {-1, +1})
         and the EP estimate ``log Z_q`` after it (summed over processes by ``reduce``);
         sets ``q`` and returns ``(log Z_q, mean (M,), covariance (M, M))``."""
-        reduce = reduce or _ONE_PROCESS
+        reduce = reduce or ONE_PROCESS
         post = self.sweep(X, ypm, reduce)
         with torch.no_grad():
             value = float(global_term(post) + reduce(self._site_term_sum(post, X, ypm)))
@@ -408,7 +378,7 @@ class SEP(InducingEPClassifier):
     def _site_term_sum(self, post: WhitenedPosterior, X: Any, ypm: torch.Tensor):
         """``sum_i log Ztilde_i`` of the current sites of all rows of ``X`` (by chunks)."""
         total = None
-        for sel in self._chunks(X.shape[0], None):
+        for sel in self._chunks(X, None):
             V, s = self._blocks(X[sel], post.L)
             nu, mu = self.site_nu[sel], self.site_mu[sel]
             lzt = site_terms(post, V, V, s, ypm[sel], nu, mu, True)[1].sum()
@@ -427,7 +397,7 @@ class SEP(InducingEPClassifier):
         Xt, ypm = self._prepare(X, y, None)
         self._check_sites(Xt.shape[0])
         with torch.no_grad():
-            post = self._site_posterior(self.prior_factor(), Xt, None, _ONE_PROCESS)
+            post = self._site_posterior(self.prior_factor(), Xt, None, ONE_PROCESS)
         return Xt, ypm, post
 
     def log_evidence(self, X: Any, y: Any) -> float:
@@ -491,7 +461,7 @@ class SEP(InducingEPClassifier):
         these) and ``sum_i log Ztilde_i`` of their sites, accumulated chunk by chunk: one
         chunk's autograd graph at a time.  The prior term enters with the first chunk."""
         grads = lzt = None
-        for sel in self._chunks(self._num_rows(X, rows), rows):
+        for sel in self._chunks(X, rows):
             L = self.prior_factor()
             Kzx, kxx = self._kernel_blocks(X[sel], L)
             nu, mu = self.site_nu[sel], self.site_mu[sel]
@@ -536,7 +506,7 @@ class SEP(InducingEPClassifier):
         process group, this process's shard).  ``FloatingPointError`` for a non-finite
         gradient (nothing is stepped then).
         """
-        reduce = reduce or _ONE_PROCESS
+        reduce = reduce or ONE_PROCESS
         post = self.sweep(X, ypm, reduce, rows)
         self._set_q(post.mean, post.sqrt_cov)
         grads, lzt = self._surrogate_grads(
@@ -563,7 +533,7 @@ class SEP(InducingEPClassifier):
         ``reduce`` each process refines its part of the batch; the changes of ``A, c`` and
         the new sites are summed over processes, which is the one-process step exactly
         (the sites of a minibatch are updated in parallel against the same ``q``)."""
-        reduce = reduce or _ONE_PROCESS
+        reduce = reduce or ONE_PROCESS
         B = idx.shape[0]
         W = reduce.world
         pos = torch.tensor_split(torch.arange(B, device=idx.device), W)[reduce.rank]
@@ -619,7 +589,7 @@ class SEP(InducingEPClassifier):
         """Set ``q`` from the final sites (after the last hyperparameter step): from the
         sites of ``X`` (batch scheme; ``rows``: this process's rows) or from the running
         sums ``A, c`` (stochastic scheme)."""
-        reduce = reduce or _ONE_PROCESS
+        reduce = reduce or ONE_PROCESS
         L = self.prior_factor()
         if self.scheme == "batch":
             post = self._site_posterior(L, X, rows, reduce)
