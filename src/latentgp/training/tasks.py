@@ -190,6 +190,8 @@ class SEPTask(RestoringTask):
     ``rows``: this process's rows (batch scheme with the full data on every process)."""
 
     failure_errors = (CholeskyError, FloatingPointError)
+    failure = "EP evidence or gradient"
+    kept = "sites and parameters"
 
     def __init__(
         self,
@@ -217,9 +219,6 @@ class SEPTask(RestoringTask):
                 self.X, self.ypm, idx, self.opt, self.params, self.X.shape[0], self.reduce
             )
         return value, math.isfinite(value)
-
-    failure = "EP evidence or gradient"
-    kept = "sites and parameters"
 
     def snapshot_state(self) -> Any:
         return self.model.snapshot_training_state()
