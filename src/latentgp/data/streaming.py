@@ -295,7 +295,8 @@ def _parquet_to_shards(path: str, target: str | None, cache_dir, shard_rows: int
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
         raise ValueError(f"{path} is not a readable Parquet file ({first})") from None
     finally:
-        writer.close()
+        writer.close(complete=False)  # an error above is not hidden by the missing rows
+    writer.close()
     with open(stamp, "w") as fh:
         json.dump(
             {"source": path, "source_mtime": mtime, "target": tgt, "feature_names": feats}, fh
