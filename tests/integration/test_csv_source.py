@@ -186,6 +186,17 @@ def test_sep_batch_reads_a_source_a_chunk_at_a_time(tmp_path):
     _assert_same(_state(got), _state(_sep().fit(X, y, **kw)), tol=1e-9)
 
 
+def test_sep_stochastic_reads_only_its_minibatch_rows(tmp_path):
+    X, y = cls_data()
+    kw = dict(batch_size=15, max_steps=5, seed=3)
+    src = _CountingSource(CSVSource(_csv(tmp_path / "d.csv", X, y), target="target"))
+    got = _sep("stochastic").fit(src, **kw)
+    # the initial sample and the labels (a chunk of rows each), then one minibatch a step
+    # (an epoch of 61 rows in batches of 15: the fifth holds the one row left)
+    assert src.reads == [61, 61, 15, 15, 15, 15, 1]
+    _assert_same(_state(got), _state(_sep("stochastic").fit(X, y, **kw)))
+
+
 def test_sep_evidence_and_gradient_do_not_depend_on_chunks():
     X, y = cls_data()
     whole = _sep().fit(X, y, max_steps=3, seed=1)
