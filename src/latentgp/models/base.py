@@ -104,6 +104,19 @@ def fit_engine() -> Callable[..., Any]:
     return _FIT_ENGINE[0]
 
 
+#: Rows of the seeded sample from which a model initialises (inducing inputs,
+#: lengthscales) when it trains from an out-of-core source (:func:`init_sample`).
+INIT_SAMPLE_ROWS = 20000
+
+
+def init_sample(num_rows: int, seed: int | None) -> np.ndarray:
+    """The sorted row numbers of the seeded initialisation sample of ``num_rows`` rows: at
+    most :data:`INIT_SAMPLE_ROWS`, drawn without replacement by
+    ``numpy.random.default_rng(seed or 0)``; every row (``arange``) of a smaller set."""
+    rng = np.random.default_rng(0 if seed is None else seed)
+    return np.sort(rng.choice(num_rows, size=min(num_rows, INIT_SAMPLE_ROWS), replace=False))
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -477,15 +490,30 @@ class GPModel(HyperpriorMixin, nn.Module):
         return ys
 
     def _initialize_source(self, source: Any, seed: int | None, batch_size: int):
+        """:meth:`_init_from_source`, then lazy ``(X, scaled y)`` views of the source
+        (materialised when the batch is the whole data)."""
+        N = int(source.num_rows)
+        self._init_from_source(source, seed)
+        Xl, yl = source.lazy_arrays(self.dtype_, self.device_)
+        check = self.likelihood.validate_targets
+
+        def prepare(t: torch.Tensor) -> torch.Tensor:
+            return self._scale_y(check(t))
+
+        yl = yl.with_transform(prepare)
+        if batch_size >= N:
+            everything = torch.arange(N)
+            return Xl[everything], yl[everything]
+        return Xl, yl
+
+    def _init_from_source(self, source: Any, seed: int | None) -> None:
         """Build and initialise from an out-of-core source: target statistics from one
-        streaming pass, inducing inputs and lengthscales from a random subsample of at
-        most 20,000 rows (a source of at most 20,000 rows initialises exactly as the same
-        rows given as arrays).  Returns lazy ``(X, scaled y)`` views (materialised when
-        the batch is the whole data)."""
+        streaming pass, inducing inputs and lengthscales from the seeded sample of
+        :func:`init_sample` (a source of at most 20,000 rows initialises exactly as the
+        same rows given as arrays).  A built model is only checked against the source."""
         N = int(source.num_rows)
         stats = source.stats()  # one pass; also rejects NaN / inf
-        rng = np.random.default_rng(0 if seed is None else seed)
-        sub = np.sort(rng.choice(N, size=min(N, 20000), replace=False))
+        sub = init_sample(N, seed)
         Xs_np, ys_np = source.rows(sub)
         Xs = torch.as_tensor(Xs_np, dtype=self.dtype_, device=self.device_)
         ys = self._check_y(ys_np, len(sub))
@@ -506,17 +534,6 @@ class GPModel(HyperpriorMixin, nn.Module):
                 torch.manual_seed(seed)
             self._init_from_data(Xs, self._scale_y(ys))
             self.to(device=self.device_)
-        Xl, yl = source.lazy_arrays(self.dtype_, self.device_)
-        check = self.likelihood.validate_targets
-
-        def prepare(t: torch.Tensor) -> torch.Tensor:
-            return self._scale_y(check(t))
-
-        yl = yl.with_transform(prepare)
-        if batch_size >= N:
-            everything = torch.arange(N)
-            return Xl[everything], yl[everything]
-        return Xl, yl
 
     def _validate_sizes(self, N: int) -> None:
         """Model-specific size checks (e.g. more inducing points than data)."""
