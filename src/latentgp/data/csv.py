@@ -96,8 +96,8 @@ def load_csv(
     if not data_rows:
         raise ValueError(f"{path}: the file has a header ({names}) but no data rows")
 
-    t = _target_index(path, target, names, header)
-    data = _parse_rows(path, data_rows, data_lines, names)
+    t = _target_index(path, target, names, header, delimiter)
+    data = _parse_rows(path, data_rows, data_lines, names, delimiter)
 
     keep = [j for j in range(n_cols) if j != t]
     X = np.ascontiguousarray(data[:, keep])
@@ -131,7 +131,9 @@ def _header_names(path: Path, row: list[str]) -> list[str]:
     return names
 
 
-def _target_index(path: Path, target: str | int | None, names: list[str], header: bool) -> int:
+def _target_index(
+    path: Path, target: str | int | None, names: list[str], header: bool, delimiter: str = ","
+) -> int:
     """Index of the target column (a name, a possibly negative index, or None: the last)."""
     n_cols = len(names)
     if target is None:
@@ -141,6 +143,7 @@ def _target_index(path: Path, target: str | int | None, names: list[str], header
             raise ValueError(
                 f"{path}: no column named {target!r}; the columns are {names}"
                 + ("" if header else " (the file has no header row)")
+                + (delimiter_hint(names[0], delimiter) if len(names) == 1 else "")
             )
         return names.index(target)
     if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
@@ -152,8 +155,25 @@ def _target_index(path: Path, target: str | int | None, names: list[str], header
     raise ValueError(f"target must be a column name, an index or None, got {target!r}")
 
 
+def delimiter_hint(text: str, delimiter: str) -> str:
+    """A hint for a field that holds another common separator (``;``, tab, ``|``): the
+    file is probably not separated by ``delimiter``; empty otherwise."""
+    for other, name in ((";", "';'"), ("\t", "tabs"), ("|", "'|'")):
+        if other != delimiter and other in text:
+            return (
+                f" (the file looks separated by {name}, not {delimiter!r}: "
+                f"save it comma-separated, e.g. pandas.read_csv(path, sep={other!r})"
+                ".to_csv(new_path, index=False))"
+            )
+    return ""
+
+
 def _parse_rows(
-    path: Path, data_rows: list[list[str]], data_lines: list[int], names: list[str]
+    path: Path,
+    data_rows: list[list[str]],
+    data_lines: list[int],
+    names: list[str],
+    delimiter: str = ",",
 ) -> np.ndarray:
     """The data rows as a float64 array ``(N, n_cols)``; an error at the first bad field."""
     n_cols = len(names)
@@ -172,7 +192,8 @@ def _parse_rows(
             try:
                 value = float(text)
             except ValueError:
-                raise ValueError(f"{path}: non-numeric value {text!r} in {where}") from None
+                hint = delimiter_hint(text, delimiter)
+                raise ValueError(f"{path}: non-numeric value {text!r} in {where}{hint}") from None
             if not math.isfinite(value):
                 raise ValueError(f"{path}: non-finite value {text!r} in {where}")
             data[i, j] = value
