@@ -115,3 +115,32 @@ def test_estimators_cap_with_the_same_note(diabetes):
     assert est.model_.num_inducing == 442
     assert est.model_.history_.epochs == STEPS
     assert est.get_params()["num_inducing"] == 1000  # the user's parameter is left as given
+
+
+def test_fit_help_cites_the_papers(capsys):
+    assert main(["fit", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "seed 00" not in text
+    for citation in ("Titsias, 2009", "Bonilla, Krauth & Dezfouli", "Liu et al., 2021",
+                     "Hernandez-Lobato & Hernandez-Lobato", "Evans & Nair, 2020"):  # fmt: skip
+        assert citation in text, citation
+
+
+def test_semicolon_csv_gets_a_delimiter_hint(diabetes, tmp_path, capsys):
+    from latentgp.datasets import load_csv
+
+    X, y = diabetes
+    path = tmp_path / "semi.csv"
+    np.savetxt(path, np.c_[X[:20], y[:20]], delimiter=";", header="a;b;c;d;e;f;g;h;i;j;y",
+               comments="")  # fmt: skip
+    with pytest.raises(ValueError, match=r"looks separated by ';', not ',': save it comma-sep"):
+        load_csv(path)
+    with pytest.raises(ValueError, match=r"no column named 'y'.*looks separated by ';'"):
+        load_csv(path, target="y")
+    assert main(["fit", "--data", str(path), "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("latentgp: error: ") and "looks separated by ';'" in err
+    # a comma-separated file reads as before
+    ok = tmp_path / "ok.csv"
+    np.savetxt(ok, np.c_[X[:5, :2], y[:5]], delimiter=",", header="a,b,y", comments="")
+    assert load_csv(ok)[0].shape == (5, 2)
