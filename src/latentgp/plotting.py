@@ -55,7 +55,8 @@ def _figure(ax: Any, figsize: tuple[float, float], dpi: float) -> tuple[Any, Any
     if ax is not None:
         return ax.figure, ax
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=figsize, dpi=dpi)
+    # constrained layout keeps the axis labels (and an outside legend) inside the image
+    fig, ax = plt.subplots(figsize=figsize, dpi=dpi, layout="constrained")
     return fig, ax
 
 
@@ -165,7 +166,8 @@ def plot_1d(
     ax.set_xlabel("x")
     if title:
         ax.set_title(title)
-    ax.legend(loc="best", fontsize="small", framealpha=0.8)
+    # beside the axes, never over the data (points can fill every corner of the plot)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize="small")
     save_figure(fig, path)
     return fig
 
