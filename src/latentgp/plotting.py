@@ -120,8 +120,9 @@ def plot_1d(
     """Plot a fitted model with one input dimension.
 
     Regression and count models: predictive mean, a band of +-2 standard deviations of
-    ``y`` (filled) and of the latent ``f`` (dashed, lighter), the training points and the
-    test points when given.  Binary models: ``P(y = 1)`` with the labels at 0 and 1;
+    ``y`` (filled) and of the latent ``f`` (dashed, lighter; not for models without a
+    single latent function, such as SHGP), the training points and the test points when
+    given.  Binary models: ``P(y = 1)`` with the labels at 0 and 1;
     multi-class models: one probability curve per class.  Inducing inputs (``model.Z``)
     are marked as ticks along the x axis.
 
@@ -150,7 +151,12 @@ def plot_1d(
     pad = 0.05 * (hi - lo) if hi > lo else 1.0
     grid = np.linspace(lo - pad, hi + pad, int(num_grid))
     mean_y, var_y = model.predict_y(grid[:, None])
-    mean_f, var_f = model.predict_f(grid[:, None])
+    try:
+        pred_f = model.predict_f(grid[:, None])
+    except NotImplementedError:  # no single latent f (the modulated GPs): no f band
+        pred_f = None
+    if pred_f is not None and np.ndim(pred_f[0]) != 1:  # several latents (SVHGP's noise)
+        pred_f = None
     task = getattr(model.likelihood, "task", "regression")
 
     fig, ax = _figure(ax, figsize, dpi)
@@ -159,7 +165,7 @@ def plot_1d(
     elif task == "multiclass":
         _draw_1d_multiclass(ax, grid, mean_y, x, yv)
     else:
-        _draw_1d_regression(ax, grid, (mean_y, var_y), (mean_f, var_f), x, yv, xt, yt)
+        _draw_1d_regression(ax, grid, (mean_y, var_y), pred_f, x, yv, xt, yt)
     if Z is not None:
         _mark_inducing_1d(ax, Z)
     ax.set_xlim(grid[0], grid[-1])
@@ -236,11 +242,11 @@ def _draw_1d_multiclass(
 
 
 def _draw_1d_regression(
-    ax: Any, grid: np.ndarray, pred_y: tuple[Any, Any], pred_f: tuple[Any, Any],
+    ax: Any, grid: np.ndarray, pred_y: tuple[Any, Any], pred_f: tuple[Any, Any] | None,
     x: np.ndarray, yv: np.ndarray, xt: np.ndarray | None, yt: np.ndarray | None,
 ) -> None:
-    (mean_y, var_y), (mean_f, var_f) = pred_y, pred_f
-    sd_y, sd_f = np.sqrt(np.maximum(var_y, 0)), np.sqrt(np.maximum(var_f, 0))
+    mean_y, var_y = pred_y
+    sd_y = np.sqrt(np.maximum(var_y, 0))
     ax.fill_between(
         grid,
         mean_y - 2 * sd_y,
@@ -250,8 +256,10 @@ def _draw_1d_regression(
         lw=0,
         label="±2 sd of y",
     )
-    ax.plot(grid, mean_f - 2 * sd_f, color="C0", alpha=0.45, lw=1, ls="--", label="±2 sd of f")
-    ax.plot(grid, mean_f + 2 * sd_f, color="C0", alpha=0.45, lw=1, ls="--")
+    if pred_f is not None:
+        mean_f, sd_f = pred_f[0], np.sqrt(np.maximum(pred_f[1], 0))
+        ax.plot(grid, mean_f - 2 * sd_f, color="C0", alpha=0.45, lw=1, ls="--", label="±2 sd of f")
+        ax.plot(grid, mean_f + 2 * sd_f, color="C0", alpha=0.45, lw=1, ls="--")
     ax.plot(grid, mean_y, color="C0", lw=2, label="predictive mean")
     ax.scatter(x, yv, s=10, color="k", alpha=0.6, label="training data", zorder=3)
     if xt is not None:
