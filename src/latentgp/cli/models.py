@@ -164,7 +164,7 @@ for _name, _summary, _build, _settings in (
         "savigp",
         "SAVIGP: mixture-of-Gaussians posterior, black-box likelihoods; Bonilla, Krauth & "
         "Dezfouli, JMLR 2019",
-        model_family("SAVIGP", posterior="fg", num_samples=20),
+        model_family("SAVIGP", posterior="fg", estimator={"num_samples": 20}),
         {"sparse": True},
     ),
     *(
