@@ -26,9 +26,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import likelihoods as L
 from .data.standardize import Standardizer
-from .models import SVGP, ExactGP
+from .models import SVGP, ExactGP, SparseGP
 from .rng import seeded_scope
-from .validation import check_positive_float, check_positive_int
+from .validation import check_choice, check_positive_float, check_positive_int
 
 __all__ = ["GPRegressor", "GPClassifier", "GPCountRegressor", "load"]
 
@@ -136,14 +136,18 @@ class GPRegressor(RegressorMixin, _GPBase):
 
     Parameters
     ----------
-    method: ``"auto"`` (exact GP for ``n <= max_exact`` with a Gaussian likelihood, SVGP
-        otherwise), ``"exact"`` or ``"svgp"``.
+    method: ``"auto"``, ``"exact"``, ``"vfe"`` or ``"svgp"``.  ``"auto"`` follows the user
+        guide's table: with a Gaussian likelihood the exact GP for ``n <= max_exact``,
+        then Titsias' VFE sparse GP (full batch, L-BFGS) for ``n <= max_vfe``; SVGP
+        above that and for the other likelihoods.
     kernel: kernel name or :class:`latentgp.kernels.Kernel`.
     likelihood: ``"gaussian"``, ``"studentt"`` or ``"laplace"`` (the last two need SVGP).
-    num_inducing: M for SVGP.  max_exact: largest n fitted exactly by ``"auto"``.
+    num_inducing: M for VFE and SVGP.  max_exact, max_vfe: the sizes where ``"auto"``
+        changes method.
     epochs, max_steps, batch_size, lr: SVGP training budget (default 1500 Adam steps;
-        ``batch_size=None``: the model's default, min(N, 1024)).  A ``num_inducing`` or
-        ``batch_size`` above the N training rows means N, with a
+        ``batch_size=None``: the model's default, min(N, 1024)); ``epochs`` /
+        ``max_steps`` also bound VFE's L-BFGS iterations (default: the model's).  A
+        ``num_inducing`` or ``batch_size`` above the N training rows means N, with a
         :class:`~latentgp.SizeCappedWarning` (the rule of every front end).
     random_state: seed.  dtype: ``"float64"`` or ``"float32"``.  device: torch device.
     """
@@ -155,6 +159,7 @@ class GPRegressor(RegressorMixin, _GPBase):
         likelihood: str = "gaussian",
         num_inducing: int = 256,
         max_exact: int = 2000,
+        max_vfe: int = 100_000,
         epochs: int | None = None,
         max_steps: int | None = None,
         batch_size: int | None = None,
@@ -169,6 +174,7 @@ class GPRegressor(RegressorMixin, _GPBase):
         self.likelihood = likelihood
         self.num_inducing = num_inducing
         self.max_exact = max_exact
+        self.max_vfe = max_vfe
         self.epochs = epochs
         self.max_steps = max_steps
         self.batch_size = batch_size
@@ -182,28 +188,36 @@ class GPRegressor(RegressorMixin, _GPBase):
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, multi_output=False)
         Xs = self._standardise_fit(X)
         n = X.shape[0]
-        method = self.method
-        if method not in ("auto", "exact", "svgp"):
-            raise ValueError(f"method must be 'auto', 'exact' or 'svgp', got {method!r}")
+        method = check_choice(self.method, "method", ("auto", "exact", "vfe", "svgp"))
         lik = L.likelihood_from_name(self.likelihood)
         if method == "auto":
-            gaussian = isinstance(lik, L.Gaussian)
-            method = "exact" if (gaussian and n <= self.max_exact) else "svgp"
+            method = self._auto_method(isinstance(lik, L.Gaussian), n)
         if n < 2:
             raise ValueError(f"GPRegressor needs at least 2 samples, got n_samples = {n}")
+        common = {"kernel": self.kernel, "device": self.device, "dtype": self._dtype()}
         if method == "exact":
-            model = ExactGP(
-                kernel=self.kernel, likelihood=lik, device=self.device, dtype=self._dtype()
-            )
+            model = ExactGP(likelihood=lik, **common)
             model.fit(
                 Xs, y, max_steps=100, tol=1e-7, seed=self.random_state, progress=self.progress
             )
+        elif method == "vfe":
+            M = check_positive_int(self.num_inducing, "num_inducing")
+            model = SparseGP("vfe", num_inducing=M, likelihood=lik, **common)
+            budget = {"epochs": self.epochs, "max_steps": self.max_steps}  # full batch: steps
+            model.fit(Xs, y, seed=self.random_state, progress=self.progress, **budget)
         else:
             model = self._make_svgp(lik)
             self._fit_svgp(model, Xs, y)
         self.model_ = model
         self.method_ = method
         return self
+
+    def _auto_method(self, gaussian: bool, n: int) -> str:
+        if gaussian and n <= check_positive_int(self.max_exact, "max_exact"):
+            return "exact"
+        if gaussian and n <= check_positive_int(self.max_vfe, "max_vfe"):
+            return "vfe"
+        return "svgp"
 
     def predict(self, X, return_std: bool = False, return_cov: bool = False):
         """Predictive mean of y; with ``return_std`` also its standard deviation, with

@@ -247,3 +247,28 @@ def test_saved_classifier_keeps_the_labels_and_a_kernel_object(tmp_path):
     np.testing.assert_array_equal(back.predict(X), est.predict(X))
     np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
     assert type(back.kernel).__name__ == "Matern32"
+
+
+# ------------------------------------------------------------- method by size --
+def test_auto_method_follows_the_guide_table():
+    import latentgp as lg
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(400, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=400)
+    small = GPRegressor(max_exact=400, max_steps=5).fit(X, y)
+    assert small.method_ == "exact" and type(small.model_) is lg.ExactGP
+    # beyond max_exact a Gaussian problem gets Titsias' VFE (the guide's 3,000-100,000 row)
+    mid = GPRegressor(max_exact=399, num_inducing=30, max_steps=40).fit(X, y)
+    assert mid.method_ == "vfe" and type(mid.model_) is lg.SparseGP
+    assert mid.model_.method == "vfe" and mid.model_.num_inducing == 30
+    assert mid.model_.history_.steps <= 40
+    # ... exactly the VFE model fitted by hand on the standardised inputs
+    Xs = (X - X.mean(0)) / X.std(0)
+    ref = lg.SparseGP("vfe", num_inducing=30).fit(Xs, y, max_steps=40, seed=0, progress=False)
+    np.testing.assert_allclose(mid.predict(X[:7]), ref.predict_y(Xs[:7])[0], rtol=1e-6)
+    assert mid.score(X, y) > 0.95
+    big = GPRegressor(max_exact=100, max_vfe=399, num_inducing=20, max_steps=5).fit(X, y)
+    assert big.method_ == "svgp"
+    robust = GPRegressor(likelihood="studentt", num_inducing=20, max_steps=5).fit(X, y)
+    assert robust.method_ == "svgp"  # VFE and the exact GP need Gaussian noise
