@@ -269,3 +269,17 @@ def test_fit_plot_legend_covers_no_point(tmp_path):
     )  # fmt: skip
     assert not inside.any()
     assert legend.x1 <= fig.bbox.x1  # and the legend itself is in the image
+
+
+@pytest.mark.parametrize("cls", [lg.SHGP, lg.SVHGP])
+def test_plot_1d_of_a_heteroscedastic_model_draws_the_y_band_only(cls, tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (60, 1))
+    y = np.sin(X[:, 0]) + 0.1 * (1 + X[:, 0] ** 2) * rng.standard_normal(60)
+    model = cls(num_inducing=8).fit(X, y, max_steps=5, seed=0, progress=False)
+    fig = plotting.plot_1d(model, X, y, path=tmp_path / "band.png", num_grid=50)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "±2 sd of y" in labels and "±2 sd of f" not in labels  # no single latent f
+    band = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
+    mean, var = model.predict_y(np.linspace(X.min(), X.max(), 50)[:, None])
+    assert band.max() == pytest.approx(np.max(mean + 2 * np.sqrt(var)), rel=0.05)
