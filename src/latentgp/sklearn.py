@@ -3,8 +3,9 @@
 They follow scikit-learn's conventions (``fit`` / ``predict`` / ``predict_proba`` /
 ``score``, parameters in ``__init__`` only, fitted attributes ending in ``_``) and work in
 ``Pipeline``, ``GridSearchCV`` and ``cross_val_score``.  Inputs are standardised inside
-the estimator.  Each picks a method by default: the exact GP for small Gaussian
-regression problems, SVGP otherwise.
+the estimator.  Each picks a method by default: for Gaussian regression the exact GP
+for small problems and Titsias' VFE up to 100,000 rows (the user guide's table), SVGP
+otherwise.
 
     from latentgp.sklearn import GPRegressor
     mean, std = GPRegressor().fit(X, y).predict(X_test, return_std=True)
@@ -12,6 +13,7 @@ regression problems, SVGP otherwise.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from typing import Any
@@ -433,7 +435,7 @@ def load(path: str | os.PathLike) -> GPRegressor | GPClassifier | GPCountRegress
     cls = _ESTIMATORS[record["estimator"]]
     params = dict(record["params"])
     if record["kernel_from_model"]:
-        params["kernel"] = model.kernel
+        params["kernel"] = copy.deepcopy(model.kernel)  # the fitted kernel, not model_'s own
     est = cls(**params)
     for name, value in record["fitted"].items():
         setattr(est, name, _array_value(value))
