@@ -28,7 +28,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import likelihoods as L
 from .data.standardize import Standardizer
-from .models import SVGP, ExactGP, SparseGP
+from .models import SVGP, ExactGP, SparseGP, read_model_file
 from .rng import seeded_scope
 from .validation import check_choice, check_positive_float, check_positive_int
 
@@ -415,12 +415,9 @@ def _array_value(value: Any) -> Any:
 def load(path: str | os.PathLike) -> GPRegressor | GPClassifier | GPCountRegressor:
     """The fitted estimator written by ``est.save(path)``, with its parameters, input
     scaling, feature names and class labels; it predicts exactly as the saved one."""
-    import latentgp
-
     path = os.fspath(path)
-    model = latentgp.load(path)  # checks the file and every record's checksum
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    raw = payload.get(_RECORD_KEY)
+    model, records = read_model_file(path)  # the record verified with the rest, read once
+    raw = records.get(_RECORD_KEY)
     if raw is None:
         raise ValueError(
             f"{path} holds a bare latentgp model ({type(model).__name__}), not a scikit-learn "
