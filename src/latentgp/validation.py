@@ -163,6 +163,29 @@ def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+class SizeCappedWarning(UserWarning):
+    """A ``batch_size`` or ``num_inducing`` larger than the training data was reduced to
+    the number of training rows N (see :func:`cap_at_rows`)."""
+
+
+def cap_at_rows(value: int, num_rows: int, *, name: str) -> int:
+    """``min(value, num_rows)``: the one rule of every front end (``fit``, the estimators
+    of :mod:`latentgp.sklearn`, ``latentgp fit``) for a ``batch_size`` or ``num_inducing``
+    above the number of training rows N.  A batch of N rows is the whole data, and N
+    inducing points picked from N rows are all of them, so the request means N; a
+    :class:`SizeCappedWarning` says so when the value is reduced."""
+    value = check_positive_int(value, name)
+    if value > num_rows:
+        warnings.warn(
+            f"{name}={value} is larger than the {num_rows} training rows; "
+            f"using {name}={num_rows}",
+            SizeCappedWarning,
+            stacklevel=2,
+        )
+        return int(num_rows)
+    return value
+
+
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     """``value`` if it is one of ``choices``, else a ``ValueError`` listing them."""
     if value not in choices:

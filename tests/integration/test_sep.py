@@ -338,8 +338,8 @@ def test_bad_input():
         lg.SEP(num_inducing=5).fit(X, y, batch_size=10, max_steps=2)
     with pytest.raises(ValueError, match="full-batch"):
         lg.GFITC(num_inducing=5).fit(X, y, batch_size=10, max_steps=2)
-    with pytest.raises(ValueError, match="num_inducing"):
-        lg.SEP(num_inducing=50).fit(X, y, max_steps=2)
+    with pytest.warns(lg.SizeCappedWarning, match="num_inducing=50 is larger than the"):
+        assert lg.SEP(num_inducing=50).fit(X, y, max_steps=2).num_inducing == len(y)
     m = lg.SEP(num_inducing=5).fit(X, y, max_steps=2)
     with pytest.raises(ValueError, match="X has 2 columns"):
         m.predict_y(np.zeros((3, 2)))

@@ -88,8 +88,10 @@ def fit_kwargs(args: argparse.Namespace, builder: ModelBuilder, n: int) -> dict[
     }
     batch = None
     if builder.minibatch:
-        batch = min(n, DEFAULT_BATCH_SIZE if args.batch_size is None else args.batch_size)
-        kw["batch_size"] = batch
+        # above n rows: fit caps it (latentgp.validation.cap_at_rows, with its warning)
+        given = args.batch_size
+        kw["batch_size"] = min(n, DEFAULT_BATCH_SIZE) if given is None else given
+        batch = min(n, kw["batch_size"])
     elif args.batch_size is not None:
         warn(f"--batch-size is ignored: --model {builder.name} trains on the full data")
     epochs = args.epochs if args.epochs is not None else None

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from latentgp.cli.common import CLIError, atomic_write, jsonable
+from latentgp.cli.common import CLIError, jsonable
 
 #: Key of the CLI's preprocessing record inside a model file's payload.
 PREPROCESSING_KEY = "preprocessing"
@@ -27,20 +27,12 @@ def save_model_file(model: Any, path: str | os.PathLike, preprocessing: dict[str
     The record is JSON text under the payload key ``"preprocessing"``; the rest of the
     file is exactly what ``model.save`` writes, so :func:`latentgp.load` reads it.
     """
-    import torch
-
-    from ..io import digest
-
-    path = os.fspath(path)
     record = {
         "format": PREPROCESSING_FORMAT,
         "version": PREPROCESSING_VERSION,
         **{k: jsonable(v) for k, v in preprocessing.items()},
     }
-    payload = model.file_payload()
-    payload[PREPROCESSING_KEY] = json.dumps(record)
-    payload["checksums"][PREPROCESSING_KEY] = digest(payload[PREPROCESSING_KEY])
-    atomic_write(path, lambda fh: torch.save(payload, fh), binary=True)
+    model.save(os.fspath(path), records={PREPROCESSING_KEY: json.dumps(record)})
 
 
 def load_model_file(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:

@@ -89,7 +89,9 @@ def csv_columns(
     if header is None:
         header = any(not _is_number(field) for field in row)
     names = _header_names(path, row) if header else [f"col{j}" for j in range(len(row))]
-    return CSVColumns(names, _target_index(path, target, names, header), bool(header))
+    return CSVColumns(
+        names, _target_index(path, target, names, header, delimiter), bool(header)
+    )
 
 
 def iter_csv_chunks(
@@ -117,11 +119,11 @@ def iter_csv_chunks(
         fields.append(row)
         lines.append(line)
         if len(fields) == chunk_rows:
-            data = _parse_rows(path, fields, lines, columns.names, start)
+            data = _parse_rows(path, fields, lines, columns.names, start, delimiter)
             yield np.ascontiguousarray(data[:, keep]), data[:, columns.target].copy()
             start, fields, lines = start + len(fields), [], []
     if fields:
-        data = _parse_rows(path, fields, lines, columns.names, start)
+        data = _parse_rows(path, fields, lines, columns.names, start, delimiter)
         yield np.ascontiguousarray(data[:, keep]), data[:, columns.target].copy()
 
 
@@ -207,7 +209,9 @@ def _header_names(path: Path, row: list[str]) -> list[str]:
     return names
 
 
-def _target_index(path: Path, target: str | int | None, names: list[str], header: bool) -> int:
+def _target_index(
+    path: Path, target: str | int | None, names: list[str], header: bool, delimiter: str = ","
+) -> int:
     """Index of the target column (a name, a possibly negative index, or None: the last)."""
     n_cols = len(names)
     if target is None:
@@ -217,6 +221,7 @@ def _target_index(path: Path, target: str | int | None, names: list[str], header
             raise ValueError(
                 f"{path}: no column named {target!r}; the columns are {names}"
                 + ("" if header else " (the file has no header row)")
+                + (delimiter_hint(names[0], delimiter) if len(names) == 1 else "")
             )
         return names.index(target)
     if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
@@ -228,8 +233,26 @@ def _target_index(path: Path, target: str | int | None, names: list[str], header
     raise ValueError(f"target must be a column name, an index or None, got {target!r}")
 
 
+def delimiter_hint(text: str, delimiter: str) -> str:
+    """A hint for a field that holds another common separator (``;``, tab, ``|``): the
+    file is probably not separated by ``delimiter``; empty otherwise."""
+    for other, name in ((";", "';'"), ("\t", "tabs"), ("|", "'|'")):
+        if other != delimiter and other in text:
+            return (
+                f" (the file looks separated by {name}, not {delimiter!r}: "
+                f"save it comma-separated, e.g. pandas.read_csv(path, sep={other!r})"
+                ".to_csv(new_path, index=False))"
+            )
+    return ""
+
+
 def _parse_rows(
-    path: Path, data_rows: list[list[str]], data_lines: list[int], names: list[str], start: int
+    path: Path,
+    data_rows: list[list[str]],
+    data_lines: list[int],
+    names: list[str],
+    start: int,
+    delimiter: str = ",",
 ) -> np.ndarray:
     """The data rows as a float64 array ``(N, n_cols)``; an error at the first bad field
     (``start``: the data-row number of the first of them)."""
@@ -249,7 +272,8 @@ def _parse_rows(
             try:
                 value = float(text)
             except ValueError:
-                raise ValueError(f"{path}: non-numeric value {text!r} in {where}") from None
+                hint = delimiter_hint(text, delimiter)
+                raise ValueError(f"{path}: non-numeric value {text!r} in {where}{hint}") from None
             if not math.isfinite(value):
                 raise ValueError(f"{path}: non-finite value {text!r} in {where}")
             data[i, j] = value

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from ..config import default_dtype, get_config
-from ..io import atomic_write, record_digests
+from ..io import atomic_write, digest, record_digests
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Gaussian, Likelihood, likelihood_from_config, likelihood_from_name
 from ..parameters import spread_unit
@@ -243,11 +243,17 @@ class GPModel(HyperpriorMixin, nn.Module):
 
     def _build_for_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         """Allocate parameters for training data ``X`` ``(N, D)``, ``y`` (first fit)."""
+        self._cap_sizes(X.shape[0])
         self._build(X.shape[1], 1 if y.ndim == 1 else y.shape[1])
 
     def _build_for_source(self, input_dim: int, num_rows: int) -> None:
         """Allocate parameters for an out-of-core source of ``num_rows`` rows (first fit)."""
+        self._cap_sizes(num_rows)
         self._build(input_dim, 1)
+
+    def _cap_sizes(self, N: int) -> None:
+        """Before the first build: reduce sizes that cannot exceed the ``N`` training rows
+        (inducing points picked from the data), by :func:`latentgp.validation.cap_at_rows`."""
 
     def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         self.kernel.init_from_data(X)
@@ -726,12 +732,20 @@ class GPModel(HyperpriorMixin, nn.Module):
         payload["checksums"] = record_digests(file_records(payload))
         return payload
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, *, records: dict[str, str] | None = None) -> None:
         """Write the model to ``path`` (atomically: a failed write leaves no partial file).
 
         Format: ``torch.save`` of ``{"header": JSON string, "state": tensors}``; the header
         holds the format version, library version, model class, configuration and sizes.
         Loading uses ``torch.load(weights_only=True)``, which never executes code.
+        ``records``: further text entries a tool stores in the file under their keys (the
+        CLI's preprocessing, a scikit-learn estimator's scaling), covered by the checksums;
+        :func:`load` ignores them.
         """
         payload = self.file_payload()
+        for key, text in (records or {}).items():
+            if key in payload or not isinstance(text, str):
+                raise ValueError(f"records: {key!r} must be a new key with a text value")
+            payload[key] = text
+            payload["checksums"][key] = digest(text)
         atomic_write(path, lambda fh: torch.save(payload, fh))

@@ -110,7 +110,7 @@ class InducingEPClassifier(InducingInputs, GPModel):
         if yt.ndim != 1:
             raise ValueError(f"y must be a 1-D array of 0/1 labels, got shape {tuple(yt.shape)}")
         if not self.built:
-            self._build(Xt.shape[1], 1)
+            self._build_for_data(Xt, yt)
             self._validate_sizes(Xt.shape[0])
             if seed is not None:
                 torch.manual_seed(seed)

@@ -32,7 +32,7 @@ from ..io import WriteError, check_writable
 from ..linalg import CholeskyError, JitterWarning
 from ..models.base import GPModel
 from ..rng import seeded_scope
-from ..validation import check_positive_int
+from ..validation import cap_at_rows, check_positive_int
 from . import distributed as D
 from .loop import (
     FitHistory,
@@ -233,9 +233,7 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
     batch_size, epochs, max_steps = kw["batch_size"], kw["epochs"], kw["max_steps"]
     given = batch_size is not None
     if given:
-        batch_size = check_positive_int(batch_size, "batch_size")
-        if batch_size > N:
-            raise ValueError(f"batch_size={batch_size} is larger than the {N} data points")
+        batch_size = cap_at_rows(batch_size, N, name="batch_size")
     if epochs is not None:
         epochs = check_positive_int(epochs, "epochs")
     if max_steps is not None:
