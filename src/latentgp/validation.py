@@ -68,7 +68,8 @@ def check_inputs(
 ) -> torch.Tensor:
     """Validate inputs and return a ``(N, D)`` tensor.
 
-    A 1-D array is taken as ``N`` points of one input dimension.  Raises ``ValueError``
+    A 1-D array is taken as ``N`` points of one input dimension.  Boolean inputs (numpy,
+    torch, pandas) are taken as the numbers 0 and 1, as scikit-learn does.  Raises ``ValueError``
     for NaN/inf, wrong number of dimensions, empty data, or a column count that differs
     from the ``input_dim`` the model was trained with.
     """
@@ -79,6 +80,8 @@ def check_inputs(
         arr = None
     else:
         arr = to_numpy(X, name)
+        if arr.dtype.kind == "b":
+            arr = arr.astype(np.float64)  # True/False as 1/0 (torch cannot take abs of bools)
         if arr.ndim == 1:
             arr = arr[:, None]
         t = None
@@ -156,6 +159,22 @@ def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+#: The largest seed every generator latentgp seeds accepts (torch's are 64-bit unsigned).
+MAX_SEED = 2**64 - 1
+
+
+def check_seed(value: Any, name: str = "seed") -> int | None:
+    """``None``, or an integer seed in ``[0, 2**64 - 1]`` (what torch and numpy accept);
+    anything else is a ``ValueError`` naming ``name`` and the range."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer in [0, 2**64 - 1] or None, got {value!r}")
+    if not 0 <= int(value) <= MAX_SEED:
+        raise ValueError(f"{name} must be in [0, 2**64 - 1], got {value}")
     return int(value)
 
 

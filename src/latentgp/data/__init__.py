@@ -12,7 +12,7 @@ conventions. Importing this package needs only numpy; package-shipped datasets n
 
 from __future__ import annotations
 
-from latentgp.data.csv import load_csv, save_csv
+from latentgp.data.csv import load_csv, load_csv_table, save_csv
 from latentgp.data.files import DATA_HOME_ENV, data_home
 from latentgp.data.loaders import (  # importing it registers the built-in datasets
     UCI_NAMES,
@@ -63,6 +63,7 @@ __all__ = [
     "list_datasets",
     "load",
     "load_csv",
+    "load_csv_table",
     "load_seismic_reference",
     "make_data_assoc",
     "make_heteroscedastic",

@@ -11,13 +11,14 @@ import csv
 import gzip
 import math
 import os
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
-__all__ = ["load_csv", "save_csv"]
+__all__ = ["load_csv", "load_csv_table", "save_csv"]
 
 
 def _open(path: Path, mode: str) -> IO[str]:
@@ -78,45 +79,125 @@ def load_csv(
         the columns); or column names are duplicated.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"CSV file not found: {path}")
-    rows, lines = _read_rows(path, delimiter)
-    if not rows:
-        raise ValueError(f"{path}: the file is empty (no rows)")
-
-    if header is None:
-        header = any(not _is_number(field) for field in rows[0])
-    n_cols = len(rows[0])
-    if header:
-        names = _header_names(path, rows[0])
-        data_rows, data_lines = rows[1:], lines[1:]
-    else:
-        names = [f"col{j}" for j in range(n_cols)]
-        data_rows, data_lines = rows, lines
-    if not data_rows:
-        raise ValueError(f"{path}: the file has a header ({names}) but no data rows")
-
+    names, data_rows, data_lines, header = _split_header(path, delimiter, header)
     t = _target_index(path, target, names, header)
     data = _parse_rows(path, data_rows, data_lines, names)
 
-    keep = [j for j in range(n_cols) if j != t]
+    keep = [j for j in range(len(names)) if j != t]
     X = np.ascontiguousarray(data[:, keep])
     y = data[:, t].copy()
     return X, y, [names[j] for j in keep], names[t]
 
 
+def load_csv_table(
+    path: str | os.PathLike,
+    *,
+    columns: Sequence[str] | None = None,
+    delimiter: str = ",",
+    header: bool | None = None,
+) -> tuple[np.ndarray, list[str], bool]:
+    """Every column of a CSV file, in file order, as :func:`load_csv` reads it.
+
+    Parameters
+    ----------
+    path, delimiter, header :
+        As for :func:`load_csv`.
+    columns : sequence of str, optional
+        With a header row, the names of the columns to read: only they are parsed (and
+        must be numeric); every other column holds NaN, whatever text it has, so that a
+        caller picking columns by name can ignore, e.g., an identifier column.  Names the
+        file lacks are not an error here (the caller knows what it needs).  ``None``, or a
+        file without a header row: every column is parsed.
+
+    Returns
+    -------
+    values : np.ndarray
+        ``(N, K)`` float64.
+    names : list of str
+        ``K`` column names (``col0, col1, ...`` without a header row).
+    has_header : bool
+        Whether the first row was a header.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        As :func:`load_csv`, for the columns that are parsed.
+    """
+    path = Path(path)
+    names, data_rows, data_lines, header = _split_header(path, delimiter, header)
+    wanted = None if columns is None or not header else set(columns)
+    return _parse_rows(path, data_rows, data_lines, names, wanted), names, header
+
+
+def _split_header(
+    path: Path, delimiter: str, header: bool | None
+) -> tuple[list[str], list[list[str]], list[int], bool]:
+    """``(names, data rows, their line numbers, has_header)`` of a CSV file (header
+    detected when ``header`` is None); errors for a missing, empty or header-only file."""
+    if not path.is_file():
+        raise FileNotFoundError(f"CSV file not found: {path}")
+    rows, lines = _read_rows(path, delimiter)
+    if not rows:
+        raise ValueError(f"{path}: the file is empty (no rows)")
+    if header is None:
+        header = any(not _is_number(field) for field in rows[0])
+    if header:
+        names = _header_names(path, rows[0])
+        data_rows, data_lines = rows[1:], lines[1:]
+    else:
+        names = [f"col{j}" for j in range(len(rows[0]))]
+        data_rows, data_lines = rows, lines
+    if not data_rows:
+        raise ValueError(f"{path}: the file has a header ({names}) but no data rows")
+    return names, data_rows, data_lines, bool(header)
+
+
 def _read_rows(path: Path, delimiter: str) -> tuple[list[list[str]], list[int]]:
-    """The non-blank rows of the file and their line numbers."""
-    with _open(path, "r") as fh:
-        reader = csv.reader(fh, delimiter=delimiter)
-        rows: list[list[str]] = []
-        lines: list[int] = []
-        for row in reader:
-            if not row or all(not field.strip() for field in row):
-                continue  # blank line
-            rows.append(row)
-            lines.append(reader.line_num)
+    """The non-blank rows of the file and their line numbers.  A file that cannot be
+    read as text is a ``ValueError`` naming it: not gzip data behind a ``.gz`` name,
+    bytes that are not UTF-8, or a field longer than the csv module's limit."""
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    reader = None
+    try:
+        with _open(path, "r") as fh:
+            reader = csv.reader(fh, delimiter=delimiter)
+            for row in reader:
+                if not row or all(not field.strip() for field in row):
+                    continue  # blank line
+                rows.append(row)
+                lines.append(reader.line_num)
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: {_first_undecodable(path)}; save the file as UTF-8") from None
+    except csv.Error as err:
+        line = reader.line_num if reader is not None else 0
+        raise ValueError(
+            f"{path}: line {line} is not valid CSV ({err}); a field that long is not a number"
+            if "field larger" in str(err)
+            else f"{path}: line {line} is not valid CSV ({err})"
+        ) from None
+    except (OSError, EOFError, zlib.error) as err:
+        if path.suffix != ".gz":
+            raise
+        raise ValueError(
+            f"{path}: not a valid gzip file ({type(err).__name__}: {err}); a name ending in "
+            ".gz must hold gzip-compressed CSV"
+        ) from None
     return rows, lines
+
+
+def _first_undecodable(path: Path) -> str:
+    """Where the first byte that is not UTF-8 is (an error path: reads the whole file)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        data = fh.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        byte = data[err.start]
+        return f"not UTF-8 text (byte 0x{byte:02x} on line {line}, byte offset {err.start})"
+    return "not UTF-8 text"
 
 
 def _header_names(path: Path, row: list[str]) -> list[str]:
@@ -153,19 +234,25 @@ def _target_index(path: Path, target: str | int | None, names: list[str], header
 
 
 def _parse_rows(
-    path: Path, data_rows: list[list[str]], data_lines: list[int], names: list[str]
+    path: Path,
+    data_rows: list[list[str]],
+    data_lines: list[int],
+    names: list[str],
+    wanted: set[str] | None = None,
 ) -> np.ndarray:
-    """The data rows as a float64 array ``(N, n_cols)``; an error at the first bad field."""
+    """The data rows as a float64 array ``(N, n_cols)``; an error at the first bad field.
+    With ``wanted``, only the columns of those names are parsed (the others hold NaN)."""
     n_cols = len(names)
-    data = np.empty((len(data_rows), n_cols), dtype=np.float64)
+    data = np.full((len(data_rows), n_cols), np.nan, dtype=np.float64)
+    parsed = [j for j in range(n_cols) if wanted is None or names[j] in wanted]
     for i, (row, line) in enumerate(zip(data_rows, data_lines, strict=True)):
         if len(row) != n_cols:
             raise ValueError(
                 f"{path}: line {line} has {len(row)} fields but the first row has {n_cols} "
                 f"(ragged rows)"
             )
-        for j, field in enumerate(row):
-            text = field.strip()
+        for j in parsed:
+            text = row[j].strip()
             where = f"column {names[j]!r} (index {j}), data row {i} (line {line})"
             if not text:
                 raise ValueError(f"{path}: missing (empty) value in {where}")

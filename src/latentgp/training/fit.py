@@ -33,7 +33,7 @@ from ..io import WriteError, check_writable
 from ..linalg import CholeskyError, JitterWarning
 from ..models.base import GPModel
 from ..rng import seeded_scope
-from ..validation import check_positive_int
+from ..validation import check_positive_int, check_seed
 from . import distributed as D
 from .loop import (
     FitHistory,
@@ -386,6 +386,7 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
     if unknown:
         raise TypeError(f"fit() got unexpected keyword argument(s) {unknown}")
     kw = {**FIT_OPTIONS, **options}
+    kw["seed"] = check_seed(kw["seed"])
     progress, callbacks, seed = kw["progress"], kw["callbacks"], kw["seed"]
     build, streams = plan_builder(model)
     data = _resolve_data(model, X, y, streams)
