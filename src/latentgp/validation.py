@@ -178,6 +178,44 @@ def check_seed(value: Any, name: str = "seed") -> int | None:
     return int(value)
 
 
+def check_mean_covariance(
+    mean: Any,
+    covariance: Any,
+    *,
+    num_latent: int,
+    size: int,
+    name: str,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A Gaussian over ``num_latent`` (Q) vectors of ``size`` (M) entries, checked: mean
+    ``(Q, M)`` (or ``(M,)`` when Q = 1), covariance ``(Q, M, M)`` (or ``(M, M)``),
+    finite, symmetric and positive semi-definite (both to round-off).  Returns them as
+    ``(Q, M)`` and ``(Q, M, M)`` tensors of ``dtype``; a ``ValueError`` naming ``name``
+    and the problem otherwise."""
+    Q, M = int(num_latent), int(size)
+    m = torch.as_tensor(to_numpy(mean, f"{name} mean"), dtype=torch.float64)
+    C = torch.as_tensor(to_numpy(covariance, f"{name} covariance"), dtype=torch.float64)
+    if tuple(m.shape) not in ((Q, M),) + (((M,),) if Q == 1 else ()):
+        raise ValueError(f"{name} mean has shape {tuple(m.shape)}; expected ({Q}, {M})")
+    if tuple(C.shape) not in ((Q, M, M),) + (((M, M),) if Q == 1 else ()):
+        raise ValueError(
+            f"{name} covariance has shape {tuple(C.shape)}; expected ({Q}, {M}, {M})"
+        )
+    m, C = m.reshape(Q, M), C.reshape(Q, M, M)
+    for what, t in (("mean", m), ("covariance", C)):
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} {what} contains NaN or inf")
+    top = float(C.abs().amax()) if C.numel() else 0.0
+    if float((C - C.mT).abs().amax()) > 1e-10 * max(top, 1e-300):
+        raise ValueError(f"{name} covariance is not symmetric")
+    low = float(torch.linalg.eigvalsh(0.5 * (C + C.mT)).amin())
+    if low < -1e-10 * max(top, 1e-300) * M:
+        raise ValueError(
+            f"{name} covariance is not positive semi-definite (smallest eigenvalue {low:.3g})"
+        )
+    return m.to(dtype), C.to(dtype)
+
+
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     """``value`` if it is one of ``choices``, else a ``ValueError`` listing them."""
     if value not in choices:
