@@ -35,6 +35,7 @@ from ..models.base import GPModel
 from ..rng import seeded_scope
 from ..validation import check_positive_int, check_seed
 from . import distributed as D
+from .diagnostics import diagnose_fit
 from .loop import (
     FitHistory,
     Sampler,
@@ -430,6 +431,11 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
         )
     model.clear_prediction_cache()
     model.eval()
+    if data.X is not None:
+        model.complete_fit(data.X, data.y)
+    for finding in diagnose_fit(model, data, history):  # degenerate solutions
+        history.events.append(finding)
+        warnings.warn(finding, TrainingWarning, stacklevel=3)
     return model
 
 
