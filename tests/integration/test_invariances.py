@@ -1,0 +1,213 @@
+"""Issue 29, item 2: predictions are invariant to how the same data are presented.
+
+Property-based (hypothesis) over every public model family of
+:mod:`model_families` (ExactGP, SparseGP VFE/FITC/SoR, SVGP, SAVIGP, SEP, GFITC, QSGP,
+SHGP, SMGP, SVHGP, SLGP and the scikit-learn estimators), each fitted small and seeded:
+
+- **inputs shifted and scaled** column by column, ``X * s + c`` with ``s`` in
+  ``10^[-3, 3]`` and ``|c|`` up to ``10^6`` (the test inputs mapped alike): the models
+  measure lengthscales and inducing inputs in units of each column's spread and centre
+  what needs centring (QSGP's features, SLGP's networks), so the predictions agree to
+  round-off amplified by the fit -- the tolerance ``AFFINE_RTOL`` per family (relative to
+  the largest prediction; the measured worst case is about 10x below it);
+- **targets shifted and scaled**, ``a y + b`` (Gaussian-likelihood regression only: the
+  other likelihoods are not location-scale families): predictive means map to
+  ``a m + b`` and variances to ``a^2 v`` (the models standardise the targets);
+- **row order**: a permutation of the training rows changes nothing beyond round-off
+  for the methods that are order-independent.  Given the inducing inputs (``Z=``) the
+  full-batch methods are: their objectives are sums over rows.  Not order-independent
+  (each family's ``order`` says why): the Monte Carlo methods (SAVIGP, SMGP, SLGP),
+  whose seeded draws are made per row, and every model whose inducing inputs come from
+  the seeded k-means++ initialisation without a ``Z`` argument (it picks rows by
+  index); minibatch training (``batch_size < N``) also depends on the order;
+- **container type**: numpy, torch, pandas and lists give the same predictions (to
+  ``1e-10``); float32 inputs give those of the float64 values they hold, to
+  ``FLOAT32_RTOL`` (the fit is in float64; the inputs differ by float32 rounding, ~6e-8,
+  amplified by the fit); boolean inputs are the numbers 0 and 1.
+
+The default run draws one example per family and property (the file takes about a
+minute on a shared 2-core machine); ``make slow`` (``-m slow``) draws ``SLOW_EXAMPLES``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from model_families import FAMILIES, Family, family_data
+
+#: Examples per family and property: the default run, and ``make slow``.
+DEFAULT_EXAMPLES, SLOW_EXAMPLES = 1, 8
+
+#: Relative tolerance of the shifted-and-scaled fits (inputs or targets), per family.
+AFFINE_RTOL = {"VFE": 1e-4, "FITC": 1e-4, "SoR": 1e-4, "GFITC": 1e-4}
+AFFINE_RTOL_DEFAULT = 1e-6
+#: Relative tolerance of a fit on float32 inputs against one on their float64 values.
+FLOAT32_RTOL = {"VFE": 1e-3, "FITC": 1e-2, "SoR": 1e-3, "GFITC": 1e-2}
+FLOAT32_RTOL_DEFAULT = 1e-5
+#: Relative tolerance of a permuted fit (round-off of sums in another order).
+ORDER_RTOL = {"FITC": 1e-5, "VFE": 1e-7, "SoR": 1e-7}
+ORDER_RTOL_DEFAULT = 1e-8
+
+BUDGETS = [
+    pytest.param(DEFAULT_EXAMPLES, id="default"),
+    pytest.param(SLOW_EXAMPLES, id="slow", marks=pytest.mark.slow),
+]
+IDS = [f.name for f in FAMILIES]
+REGRESSION = [f for f in FAMILIES if f.task == "regression"]
+ORDER_FREE = [f for f in FAMILIES if not f.order]
+
+X_TEST = np.random.default_rng(5).uniform(-3, 3, (15, 2))
+Z_GIVEN = np.random.default_rng(3).uniform(-3, 3, (8, 2))
+
+
+def _settings(examples: int):
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def _rel(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-300))
+
+
+def _assert_same(got, want, rtol: float, what: str) -> None:
+    for name, g, w in zip(("mean", "variance"), got, want, strict=True):
+        assert _rel(g, w) <= rtol, f"{what}: predictive {name} differs by {_rel(g, w):.2e}"
+
+
+_BASE: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _base(family: Family, given_z: bool = False):
+    """Predictions at ``X_TEST`` of the family fitted to the untransformed data (cached)."""
+    key = (family.name, given_z)
+    if key not in _BASE:
+        X, y = family_data(family.task)
+        model = family.fitted(X, y, Z=Z_GIVEN if given_z else None)
+        _BASE[key] = family.predict(model, X_TEST)
+    return _BASE[key]
+
+
+# ---------------------------------------------------------------------------- inputs
+@st.composite
+def affine_maps(draw):
+    scale = 10.0 ** np.array([draw(st.floats(-3, 3)) for _ in range(2)])
+    size = 10.0 ** np.array([draw(st.floats(0, 6)) for _ in range(2)])
+    sign = np.array([draw(st.sampled_from([-1.0, 1.0])) for _ in range(2)])
+    return scale, sign * size
+
+
+@pytest.mark.parametrize("examples", BUDGETS)
+@pytest.mark.parametrize("family", FAMILIES, ids=IDS)
+def test_predictions_invariant_to_shifting_and_scaling_inputs(family, examples):
+    want = _base(family)
+    X, y = family_data(family.task)
+    rtol = AFFINE_RTOL.get(family.name, AFFINE_RTOL_DEFAULT)
+
+    @_settings(examples)
+    @given(affine_maps())
+    def check(mapping):
+        s, c = mapping
+        model = family.fitted(X * s + c, y)
+        _assert_same(family.predict(model, X_TEST * s + c), want, rtol, f"X * {s} + {c}")
+
+    check()
+
+
+# --------------------------------------------------------------------------- targets
+@pytest.mark.parametrize("examples", BUDGETS)
+@pytest.mark.parametrize("family", REGRESSION, ids=[f.name for f in REGRESSION])
+def test_regression_predictions_follow_shifted_and_scaled_targets(family, examples):
+    want = _base(family)
+    X, y = family_data(family.task)
+    rtol = AFFINE_RTOL.get(family.name, AFFINE_RTOL_DEFAULT)
+
+    @_settings(examples)
+    @given(st.floats(-3, 3), st.floats(-1e6, 1e6))
+    def check(log_a, b):
+        a = 10.0**log_a
+        mean, var = family.predict(family.fitted(X, a * y + b), X_TEST)
+        _assert_same(((mean - b) / a, var / a**2), want, rtol, f"{a} * y + {b}")
+
+    check()
+
+
+# ------------------------------------------------------------------------- row order
+@pytest.mark.parametrize("examples", BUDGETS)
+@pytest.mark.parametrize("family", ORDER_FREE, ids=[f.name for f in ORDER_FREE])
+def test_order_independent_methods_ignore_the_row_order(family, examples):
+    given_z = family.make_z is not None
+    want = _base(family, given_z)
+    X, y = family_data(family.task)
+    rtol = ORDER_RTOL.get(family.name, ORDER_RTOL_DEFAULT)
+
+    @_settings(examples)
+    @given(st.permutations(range(len(y))))
+    def check(perm):
+        perm = np.asarray(perm)
+        model = family.fitted(X[perm], y[perm], Z=Z_GIVEN if given_z else None)
+        _assert_same(family.predict(model, X_TEST), want, rtol, "permuted rows")
+
+    check()
+
+
+def test_every_family_is_classified_for_row_order():
+    """Each family is either order-independent (tested above) or says why it is not."""
+    dependent = {f.name for f in FAMILIES if f.order}
+    assert dependent == {"SAVIGP", "SMGP", "SLGP", "GPClassifier", "GPCountRegressor"}
+    assert {f.name for f in ORDER_FREE} | dependent == set(IDS)
+
+
+# ---------------------------------------------------------------------- containers
+CONTAINERS = {
+    "torch": lambda X, y: (torch.as_tensor(X), torch.as_tensor(y)),
+    "pandas": lambda X, y: (pd.DataFrame(X, columns=["a", "b"]), pd.Series(y, name="y")),
+    "lists": lambda X, y: (X.tolist(), y.tolist()),
+    "float32 numpy": lambda X, y: (X.astype(np.float32), y),
+    "float32 torch": lambda X, y: (torch.as_tensor(X, dtype=torch.float32), y),
+}
+
+
+@pytest.mark.parametrize("examples", BUDGETS)
+@pytest.mark.parametrize("family", FAMILIES, ids=IDS)
+def test_predictions_do_not_depend_on_the_container(family, examples):
+    X, y = family_data(family.task)
+    X32 = X.astype(np.float32).astype(np.float64)  # the values float32 inputs hold
+    want = _base(family)
+    cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    @_settings(examples)
+    @given(st.sampled_from(sorted(CONTAINERS)))
+    def check(name):
+        Xc, yc = CONTAINERS[name](X, y)
+        got = family.predict(family.fitted(Xc, yc), X_TEST)
+        if "float32" not in name:
+            _assert_same(got, want, 1e-10, name)
+            return
+        if "ref" not in cache:
+            cache["ref"] = family.predict(family.fitted(X32, y), X_TEST)
+        _assert_same(got, cache["ref"], 1e-10, f"{name} against its float64 values")
+        rtol = FLOAT32_RTOL.get(family.name, FLOAT32_RTOL_DEFAULT)
+        _assert_same(got, want, rtol, f"{name} against the float64 data")
+
+    check()
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=IDS)
+def test_boolean_inputs_are_zeros_and_ones(family):
+    """Every model takes boolean X as the numbers 0 and 1 (no torch error)."""
+    X, y = family_data(family.task)
+    rng = np.random.default_rng(2)
+    Xb = np.c_[X[:, :1] > 0, rng.uniform(size=len(y)) > 0.5]
+    Xt = np.array([[True, False], [False, True], [True, True]])
+    got = family.predict(family.fitted(Xb, y), Xt)
+    want = family.predict(family.fitted(Xb.astype(np.float64), y), Xt.astype(np.float64))
+    _assert_same(got, want, 1e-12, "boolean X")
