@@ -11,6 +11,7 @@ page reports the ratio of medians (after / before).
 
     .venv/bin/python benchmarks/core_step_speed.py                  # aa222fc against src
     .venv/bin/python benchmarks/core_step_speed.py --before HEAD~5 --configs shgp_M100_B512
+    .venv/bin/python benchmarks/core_step_speed.py --grid --out docs/results/core_step_speed_grid.md
 
 Writes docs/results/core_step_speed.md and .json (with provenance).
 """
@@ -43,6 +44,17 @@ CONFIGS = {
     "svhgp_M100_B512": ("lg.SVHGP(num_inducing=100)", 2048, 512, "reg"),
     "sep_M64": ("lg.SEP(num_inducing=64)", 2048, None, "bin"),
 }
+
+#: the SVGP configurations of the performance grid (docs/results/performance_grid.md:
+#: M x B x dtype; M = 2048 left out for time), run with ``--grid``
+GRID = {
+    f"svgp_M{M}_B{B}_{dt}": (
+        f"lg.SVGP(num_inducing={M}, dtype=torch.{dt})", max(4 * B, 2 * M), B, "reg")
+    for dt in ("float64", "float32")
+    for M in (64, 256, 1024)
+    for B in (256, 1024, 4096)
+}
+CONFIGS.update(GRID)
 
 WORKER = r'''
 import json, sys, time
@@ -116,11 +128,15 @@ def main() -> None:
     ap.add_argument("--before", default="aa222fc", help="git revision or src folder")
     ap.add_argument("--after", default=os.path.join(ROOT, "src"))
     ap.add_argument("--quick", action="store_true", help="two configurations, one repetition")
+    ap.add_argument("--grid", action="store_true",
+                    help="the SVGP performance grid (M x B x dtype) instead of the families")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default=",".join(c for c in CONFIGS if c not in GRID))
     ap.add_argument("--out", default=os.path.join(RESULTS, "core_step_speed.md"))
     args = ap.parse_args()
+    if args.grid:
+        args.configs = ",".join(GRID)
     if args.quick:
         args.reps, args.configs = 1, "svgp_M256_B1024,shgp_M100_B512"
     with tempfile.TemporaryDirectory() as tmp:

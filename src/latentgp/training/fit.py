@@ -46,6 +46,7 @@ from .loop import (
     run_loop,
     total_steps,
 )
+from .natural import make_natural_adam
 from .optim import OPTIMIZERS, check_optimizer_kwargs, make_optimizer
 from .tasks import FitData, FitOptions, FitPlan, plan_builder, register_plan
 
@@ -340,7 +341,10 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
         torch.manual_seed(seed)  # inside the fit's private random state (seeded_scope)
     params = [p for p in model.parameters() if p.requires_grad]
     reduce.broadcast_module(model)
-    opt = make_optimizer(optimizer, params, opts.lr, opts.optimizer_kwargs)
+    if optimizer == "natural":
+        opt = make_natural_adam(model, params, opts.lr, N, opts.optimizer_kwargs)
+    else:
+        opt = make_optimizer(optimizer, params, opts.lr, opts.optimizer_kwargs)
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
     fingerprint = plan_fingerprint(N, B, seed, optimizer, type(model).__name__)

@@ -34,14 +34,24 @@ from ..config import get_config
 from ..linalg import solve_lower, solve_upper_t
 
 
-def _filled_output_grads(A: torch.Tensor, g_mean, g_quad):
-    """The two output gradients of a marginals function, zeros ``(Q, B)`` where autograd
-    passed None (an output that does not reach the loss)."""
+def _projection(Kzx: Tensor, L: Tensor, m_w: Tensor) -> tuple[Tensor, Tensor]:
+    """``A = L^{-1} Kzx`` ``(Q, M, B)`` and the marginal means ``A^T m_w`` ``(Q, B)`` (a
+    matrix product, not a reduction)."""
+    A = solve_lower(L, Kzx)
+    return A, (m_w[..., None, :] @ A)[..., 0, :]
+
+
+def _backward_inputs(ctx, g_mean, g_quad) -> tuple[tuple[Tensor, ...], tuple, Tensor, Tensor]:
+    """What a marginals Function's backward reads from ``ctx``: the saved tensors
+    ``(L, A, ...)``, which inputs need gradients, and the two output gradients, zeros
+    ``(Q, B)`` where autograd passed None (an output that does not reach the loss)."""
+    saved = ctx.saved_tensors
+    A = saved[1]
     if g_mean is None:
         g_mean = torch.zeros(A.shape[:-2] + A.shape[-1:], dtype=A.dtype, device=A.device)
     if g_quad is None:
         g_quad = torch.zeros_like(g_mean)
-    return g_mean, g_quad
+    return saved, ctx.needs_input_grad, g_mean, g_quad
 
 
 class ProjectedMarginals(torch.autograd.Function):
@@ -59,22 +69,19 @@ class ProjectedMarginals(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, Kzx, L, m_w, T):
-        A = solve_lower(L, Kzx)
+        A, mean = _projection(Kzx, L, m_w)
         TA = T @ A
-        mean = (A * m_w[..., :, None]).sum(-2)
         quad = (A * TA).sum(-2)
         ctx.save_for_backward(L, A, TA, m_w, T)
         return mean, quad
 
     @staticmethod
     def backward(ctx, g_mean, g_quad):
-        L, A, TA, m_w, T = ctx.saved_tensors
-        need_kzx, need_L, need_m, need_T = ctx.needs_input_grad
-        g_Kzx = g_L = g_m = g_T = None
-        g_mean, g_quad = _filled_output_grads(A, g_mean, g_quad)
+        (L, A, TA, m_w, T), needs, g_mean, g_quad = _backward_inputs(ctx, g_mean, g_quad)
+        need_kzx, need_L, need_m, need_T = needs
         g_m = (A @ g_mean[..., :, None])[..., 0]  # (Q, M)
-        if need_T or need_L:
-            g_T = (A * g_quad[..., None, :]) @ A.mT  # (Q, M, M)
+        g_T = (A * g_quad[..., None, :]) @ A.mT if (need_T or need_L) else None  # (Q, M, M)
+        g_Kzx = g_L = None
         if need_kzx:
             g_A = m_w[..., :, None] * g_mean[..., None, :] + 2.0 * TA * g_quad[..., None, :]
             g_Kzx = solve_upper_t(L, g_A)
@@ -99,25 +106,21 @@ class FactorMarginals(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, Kzx, L, m, S):
-        A = solve_lower(L, Kzx)
+        A, mean = _projection(Kzx, L, m)
         W = S.mT @ A
-        mean = (m[..., None, :] @ A)[..., 0, :]
         quad = A.square().sum(-2) - W.square().sum(-2)
         ctx.save_for_backward(L, A, W, m, S)
         return mean, quad
 
     @staticmethod
     def backward(ctx, g_mean, g_quad):
-        L, A, W, m, S = ctx.saved_tensors
-        need_kzx, need_L, need_m, need_S = ctx.needs_input_grad
-        g_Kzx = g_L = g_m = g_S = None
-        g_mean, g_quad = _filled_output_grads(A, g_mean, g_quad)
+        (L, A, W, m, S), needs, g_mean, g_quad = _backward_inputs(ctx, g_mean, g_quad)
+        need_kzx, need_L, need_m, need_S = needs
         gq = 2.0 * g_quad[..., None, :]
         WD = W * gq  # 2 W D  (Q, M, B)
-        if need_m:
-            g_m = (A @ g_mean[..., :, None])[..., 0]
-        if need_S:
-            g_S = -(A @ WD.mT)
+        g_m = (A @ g_mean[..., :, None])[..., 0] if need_m else None
+        g_S = -(A @ WD.mT) if need_S else None
+        g_Kzx = g_L = None
         if need_kzx or need_L:
             g_A = A * gq - S @ WD
             g_A.addcmul_(m[..., :, None], g_mean[..., None, :])
@@ -218,12 +221,8 @@ def quad_form_factors(
 
 
 def whitened_moments(
-    Lzz: torch.Tensor,
-    q_mu: torch.Tensor,
-    q_sqrt: torch.Tensor | None,
-    whiten: bool,
-    q_sqrt_is_diag: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    Lzz: Tensor, q_mu: Tensor, q_sqrt: Tensor | None, whiten: bool, q_sqrt_is_diag: bool = False
+) -> tuple[Tensor, Tensor]:
     """``m_w`` ``(Q, M)`` and ``T = I - S_w S_w^T`` ``(Q, M, M)`` in O(M^3)."""
     Q, M = q_mu.shape
     eye = torch.eye(M, dtype=q_mu.dtype, device=q_mu.device)
