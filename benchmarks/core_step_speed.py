@@ -75,7 +75,7 @@ if kind != "bin":
         ys = model.scale_targets(y)
     else:  # trees from before the public hook
         ys = model._scale_y(model._check_y(torch.as_tensor(y), N))
-    xb, yb = Xt[:B], ys[:B]
+    xb, yb = Xt[:B].to(ys.dtype), ys[:B]  # the model's dtype (float32 configurations)
     params = [p for p in model.parameters() if p.requires_grad]
     def step():
         obj = model.objective(xb, yb, N)
