@@ -146,6 +146,9 @@ def test_likelihood_setters_set_and_check_their_values():
         (L.Laplace(), "scale", 1.5),
         (L.GPRN(num_outputs=2, num_nodes=1), "variance", [0.2, 0.3]),
         (L.GaussianExperts(num_experts=2), "expert_noise", [0.1, 0.4]),
+        (L.NegativeBinomial(), "size", 3.5),
+        (L.Gamma(), "shape", 2.5),
+        (L.Beta(), "precision", 12.0),
     ]
     for lik, name, value in cases:
         setattr(lik, name, value)
