@@ -18,7 +18,8 @@ finding becomes a :class:`~latentgp.training.TrainingWarning` and an entry of
 
 The predictions use at most :data:`DIAGNOSTIC_ROWS` training rows (evenly strided), so
 the checks cost a fraction of one pass over the data.  Only public model methods are
-used (``predict_y``, the kernels' ``lengthscale`` and ``input_unit``).
+used (``predict_y``, the stationary kernels' ``lengthscale`` and ``input_unit``: a
+:class:`~latentgp.kernels.Stationary` lengthscale is in the units of the inputs).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..kernels import Kernel
+from ..kernels import Stationary
 
 __all__ = [
     "COLLAPSED_VARIANCE_RATIO",
@@ -64,12 +65,10 @@ LENGTHSCALE_REMEDY = (
 def _lengthscale_findings(model: Any) -> list[str]:
     findings = []
     for name, k in model.named_modules():
-        if not isinstance(k, Kernel) or not hasattr(k, "input_unit") or not k.built:
+        # stationary kernels' lengthscales are in input units (Periodic's has none)
+        if not isinstance(k, Stationary) or not k.built:
             continue
-        try:
-            ls = k.lengthscale
-        except (AttributeError, NotImplementedError):
-            continue
+        ls = k.lengthscale
         with torch.no_grad():
             ratio = (ls / k.input_unit).detach().double().cpu().numpy()
         where = f"{type(k).__name__} lengthscale" + (f" ({name})" if name else "")
