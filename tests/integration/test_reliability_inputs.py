@@ -781,6 +781,13 @@ CASES: list[Case] = [
     ),
     Case(
         "api fit",
+        "the largest seed, 2**64 - 1 (SAVIGP derives its Monte Carlo stream from it)",
+        lambda d: api(lambda: lg.SAVIGP(num_inducing=5).fit(X0, Y0, seed=2**64 - 1, max_steps=2)),
+        "ok",
+        "",
+    ),
+    Case(
+        "api fit",
         "boolean X (taken as 0/1, see test_invariances.py)",
         lambda d: api(lambda: SVGP5().fit(X0 > 0, Y0, max_steps=1)),
         "ok",

@@ -570,7 +570,7 @@ class SAVIGP(InducingInputs, GPModel):
             self.num_data = int(X.num_rows) if out_of_core else int(self._check_X(X).shape[0])
             if kwargs.get("seed") is not None:
                 # the building fit's seed picks the Monte Carlo stream; later fits continue it
-                self._sample_seed = (int(kwargs["seed"]) + 1) * 1_000_003
+                self._sample_seed = (int(kwargs["seed"]) + 1) * 1_000_003 % 2**63  # torch's range
         if kwargs.get("optimizer") == "lbfgs" and kwargs.get("batch_size") is None:
             kwargs["batch_size"] = self.num_data  # L-BFGS is a full-batch method
         if kwargs.get("optimizer") == "adadelta" and kwargs.get("lr") is None:
