@@ -35,6 +35,7 @@ RESULTS = os.path.join(ROOT, "docs", "results")
 CONFIGS = {
     "svgp_M256_B1024": ("lg.SVGP(num_inducing=256)", 4096, 1024, "reg"),
     "svgp_diag_M128_B4096": ("lg.SVGP(num_inducing=128, covariance='diag')", 8192, 4096, "reg"),
+    # SAVIGP's flat num_samples= (deprecated) on purpose: the same source runs on --before trees
     "savigp_fg_M128_B512": (
         "lg.SAVIGP(num_inducing=128, posterior='fg', num_samples=20)", 2048, 512, "reg"),
     "savigp_mog2_M128_B512": (

@@ -125,11 +125,13 @@ def check_targets(
     name: str = "y",
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
+    allow_missing: bool = False,
 ) -> torch.Tensor:
     """Validate targets: finite, numeric, one per data point.
 
     Returns ``(N,)`` for single-output targets or ``(N, P)`` for multi-column targets
-    (a ``(N, 1)`` column is flattened to ``(N,)``).
+    (a ``(N, 1)`` column is flattened to ``(N,)``).  ``allow_missing``: NaN marks an
+    output that was not observed (likelihoods with missing outputs); inf is still refused.
     """
     arr = to_numpy(y, name)
     if arr.ndim == 0:
@@ -143,10 +145,12 @@ def check_targets(
             f"{name} has {arr.shape[0]} entries but X has {num_data} rows: they must match"
         )
     finite = np.isfinite(arr)
+    if allow_missing:
+        finite = finite | np.isnan(arr)
     if not finite.all():
         raise ValueError(f"{name} contains NaN or inf at {_first_bad(~finite)}")
-    if arr.size and dtype.is_floating_point:
-        absval = np.abs(arr.astype(np.float64))
+    if arr.size and dtype.is_floating_point and np.isfinite(arr).any():
+        absval = np.abs(np.where(np.isfinite(arr), arr, 0).astype(np.float64))
         amax = float(absval.max())
         if amax > math.sqrt(torch.finfo(dtype).max) * 1e-4:
             _check_magnitude(amax, _first_bad(absval == amax), name, dtype)

@@ -35,6 +35,7 @@ from ..likelihoods import Gaussian, Likelihood, likelihood_from_config, likeliho
 from ..parameters import spread_unit
 from ..rng import seeded_scope
 from ..validation import check_inputs, check_targets
+from .hyperpriors import HyperpriorMixin
 from .predict import chunked, rows_per_chunk, unscale_moments
 
 FORMAT = "latentgp-model"
@@ -123,7 +124,23 @@ def with_noise_variance(likelihood: Likelihood, noise_variance: float | None) ->
     return likelihood_from_config(cfg)
 
 
-class GPModel(nn.Module):
+def _column_stats(y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Mean, standard deviation (N - 1), minimum and maximum of each column of ``y``
+    ``(N, P)``, over its observed (non-NaN) entries."""
+    observed = ~torch.isnan(y)
+    if bool(observed.all()):  # the usual case, computed as it always was (bit for bit)
+        sd = y.std(0) if y.shape[0] > 1 else torch.ones_like(y[0])
+        return y.mean(0), sd, y.amin(0), y.amax(0)
+    n = observed.sum(0)
+    mean = torch.where(observed, y, 0.0).sum(0) / n.clamp_min(1)
+    dev = torch.where(observed, y - mean, 0.0)
+    sd = (dev.square().sum(0) / (n - 1).clamp_min(1)).sqrt()
+    lo = torch.where(observed, y, torch.inf).amin(0)
+    hi = torch.where(observed, y, -torch.inf).amax(0)
+    return mean, sd, lo, hi
+
+
+class GPModel(HyperpriorMixin, nn.Module):
     """Base class of latentgp models (see module docstring).
 
     Parameters
@@ -232,6 +249,7 @@ class GPModel(nn.Module):
             "likelihood": self.likelihood.to_config(),
             "normalize_y": self.normalize_y,
             "dtype": _dtype_name(self.dtype_),
+            **self.hyperprior_config(),
         }
 
     @classmethod
@@ -253,7 +271,10 @@ class GPModel(nn.Module):
         if name not in FILE_DTYPES:
             raise ValueError(f"dtype {name!r} is not one of {sorted(FILE_DTYPES)}")
         cfg["dtype"] = FILE_DTYPES[name]
-        return cls(**cfg, device=device)
+        hyper = {k: cfg.pop(k) for k in ("priors", "bounds") if k in cfg}
+        model = cls(**cfg, device=device)
+        model.restore_hyperpriors(hyper)
+        return model
 
     # ---------------------------------------------------------------- data checks --
     def _check_X(self, X: Any, name: str = "X") -> torch.Tensor:
@@ -262,7 +283,9 @@ class GPModel(nn.Module):
         )
 
     def _check_y(self, y: Any, num_data: int, name: str = "y") -> torch.Tensor:
-        y = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_)
+        missing_ok = getattr(self.likelihood, "allows_missing_targets", False)
+        y = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_,
+                          allow_missing=missing_ok)
         self._adapt_likelihood(y)
         out = 1 if y.ndim == 1 else y.shape[1]
         if self.output_dim is not None and out != self.output_dim:
@@ -437,10 +460,9 @@ class GPModel(nn.Module):
         if first:
             self._build_for_data(Xt, yt)
             if self._uses_scaling():
-                y2 = yt.reshape(N, -1)
-                self.y_mean.copy_(y2.mean(0))
-                sd = y2.std(0) if N > 1 else torch.ones_like(self.y_scale)
-                self.y_scale.copy_(spread_unit(sd, y2.amin(0), y2.amax(0)))
+                mean, sd, lo, hi = _column_stats(yt.reshape(N, -1))
+                self.y_mean.copy_(mean)
+                self.y_scale.copy_(spread_unit(sd if N > 1 else torch.ones_like(sd), lo, hi))
         self._validate_sizes(N)
         ys = self._scale_y(yt)
         if first:
@@ -626,7 +648,11 @@ class GPModel(nn.Module):
             return lp.sum(-1) if lp.ndim > 1 else lp
 
         (lpd,) = chunked(log_density, Xt, ys, rows=self._rows_per_chunk(chunk_size))
-        return self._to_output(lpd - self._log_scale_sum(), as_numpy)
+        offset: Any = self._log_scale_sum()
+        if offset and yt.ndim == 2 and bool(torch.isnan(yt).any()):
+            # missing outputs: each row's density is over its observed outputs only
+            offset = (~torch.isnan(yt)).to(yt.dtype) @ self.y_scale.log()
+        return self._to_output(lpd - offset, as_numpy)
 
     def predict_f_full_cov(self, X: Any) -> tuple[Any, Any]:
         """Joint posterior of the latents at ``X``: mean ``(N, Q)``, covariance ``(Q, N, N)``.

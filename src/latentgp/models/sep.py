@@ -145,6 +145,9 @@ class SEP(InducingEPClassifier):
 
     """
 
+    #: SEP's site updates and sign-adaptive steps are the method's own (no MAP term)
+    supports_hyperpriors = False
+
     @keyword_only_after_first(legacy=("kernel", "Z", "scheme", "damping", *LEGACY_ARGUMENT_TAIL))
     def __init__(
         self,

@@ -14,11 +14,13 @@ from .fit import OPTIMIZERS, GradientTask, fit
 from .loop import FitHistory, Sampler, StepTask, TrainingWarning, run_loop
 from .optim import SignAdaptive, SparseRowOptimizer, make_optimizer
 from .progress import ProgressBar
+from .restarts import fit_with_restarts
 from .tasks import QSGPTask, SEPTask, distributed_sweep
 
 set_fit_engine(fit)
 
 __all__ = [
+    "fit_with_restarts",
     "distributed",
     "optim",
     "tasks",
