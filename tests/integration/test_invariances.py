@@ -15,8 +15,9 @@ SHGP, SMGP, SVHGP, SLGP and the scikit-learn estimators), each fitted small and 
   spreads leaves ~10 significant digits of position, and the fit amplifies that
   (measured: ~200x for the exact GP and SVGP on inputs, ~1e5x for the L-BFGS-trained
   sparse and EP methods, ~4e5x for the modulated models on targets shifted by 1e5
-  spreads, where Adam turns round-off in near-zero gradient components into steps; the
-  constants below keep a margin of at least 5x);
+  spreads and ~6e6x for SLGP (its networks) at 1e6 spreads, where Adam turns round-off
+  in near-zero gradient components into steps; the constants below keep a margin of at
+  least 5x);
 - **targets shifted and scaled**, ``a y + b`` with ``a`` in ``10^[-3, 3]`` and ``b`` up
   to 10^6 scaled spreads (Gaussian-likelihood regression only: the other likelihoods are
   not location-scale families): predictive means map to ``a m + b`` and variances to
@@ -57,7 +58,7 @@ SPARSE = ("VFE", "FITC", "SoR", "GFITC")
 MODULATED = ("SHGP", "SMGP", "SVHGP", "SLGP")
 FLOOR = {**dict.fromkeys(SPARSE, 1e-6)}
 FLOOR_DEFAULT = 1e-8
-AMPLIFICATION = {**dict.fromkeys(SPARSE, 2e6), **dict.fromkeys(MODULATED, 4e6)}
+AMPLIFICATION = {**dict.fromkeys(SPARSE, 2e6), **dict.fromkeys(MODULATED, 4e6), "SLGP": 3e7}
 AMPLIFICATION_DEFAULT = 1e5
 #: Relative tolerance of a fit on float32 inputs against one on their float64 values.
 FLOAT32_RTOL = {"VFE": 1e-3, "FITC": 1e-2, "SoR": 1e-3, "GFITC": 1e-2}
