@@ -413,7 +413,7 @@ def test_two_processes_equal_one_process(tmp_path):
     got = np.load(out)
     one = lg.SEP(Z=Z, kernel=lg.kernels.RBF(lengthscale=1.0, variance=1.0))
     Xt, ypm = one.prepare_training(X, y)
-    _, _, _, _ = one.sweep(Xt, ypm)
+    one.sweep(Xt, ypm)
     sweep_one = one.log_evidence(X, y)
     one = lg.SEP(Z=Z, kernel=lg.kernels.RBF(lengthscale=1.0, variance=1.0))
     one.fit(X, y, max_steps=steps)

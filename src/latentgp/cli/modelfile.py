@@ -45,18 +45,15 @@ def save_model_file(model: Any, path: str | os.PathLike, preprocessing: dict[str
 
 def load_model_file(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:
     """Load a model file and its CLI preprocessing record (``{}`` when there is none)."""
-    import torch
+    from latentgp.models import read_model_file
 
-    import latentgp as lg
-
-    model = lg.load(path)
-    payload = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
-    raw = payload.get(PREPROCESSING_KEY) if isinstance(payload, dict) else None
+    model, records = read_model_file(path)  # the record verified with the rest, read once
+    raw = records.get(PREPROCESSING_KEY)
     if not raw:
         return model, {}
     try:
         record = json.loads(raw)
-    except (TypeError, json.JSONDecodeError):
+    except (TypeError, ValueError, RecursionError):
         raise ValueError(f"{path}: the preprocessing record is not valid JSON") from None
     if not isinstance(record, dict) or record.get("format") != PREPROCESSING_FORMAT:
         raise ValueError(f"{path}: unrecognised preprocessing record")

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from ..config import default_dtype, get_config
-from ..io import atomic_write, record_digests, verify_records
+from ..io import atomic_write, record_digests
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Gaussian, Likelihood, likelihood_from_config, likelihood_from_name
 from ..parameters import spread_unit
@@ -102,6 +102,19 @@ def fit_engine() -> Callable[..., Any]:
             "register one"
         )
     return _FIT_ENGINE[0]
+
+
+#: Rows of the seeded sample from which a model initialises (inducing inputs,
+#: lengthscales) when it trains from an out-of-core source (:func:`init_sample`).
+INIT_SAMPLE_ROWS = 20000
+
+
+def init_sample(num_rows: int, seed: int | None) -> np.ndarray:
+    """The sorted row numbers of the seeded initialisation sample of ``num_rows`` rows: at
+    most :data:`INIT_SAMPLE_ROWS`, drawn without replacement by
+    ``numpy.random.default_rng(seed or 0)``; every row (``arange``) of a smaller set."""
+    rng = np.random.default_rng(0 if seed is None else seed)
+    return np.sort(rng.choice(num_rows, size=min(num_rows, INIT_SAMPLE_ROWS), replace=False))
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -274,6 +287,17 @@ class GPModel(HyperpriorMixin, nn.Module):
         hyper = {k: cfg.pop(k) for k in ("priors", "bounds") if k in cfg}
         model = cls(**cfg, device=device)
         model.restore_hyperpriors(hyper)
+        return model
+
+    @classmethod
+    def from_header(
+        cls, config: dict[str, Any], build: dict[str, Any], *, device=None
+    ) -> GPModel:
+        """The model a file's header describes, built (parameters at their initial
+        values) from its ``config`` and ``build`` sizes: what loading fills with the
+        stored tensors (``device="meta"`` plans it without memory)."""
+        model = cls.from_config(config, device=device)
+        model._build(**build)
         return model
 
     # ---------------------------------------------------------------- data checks --
@@ -473,15 +497,30 @@ class GPModel(HyperpriorMixin, nn.Module):
         return ys
 
     def _initialize_source(self, source: Any, seed: int | None, batch_size: int):
+        """:meth:`_init_from_source`, then lazy ``(X, scaled y)`` views of the source
+        (materialised when the batch is the whole data)."""
+        N = int(source.num_rows)
+        self._init_from_source(source, seed)
+        Xl, yl = source.lazy_arrays(self.dtype_, self.device_)
+        check = self.likelihood.validate_targets
+
+        def prepare(t: torch.Tensor) -> torch.Tensor:
+            return self._scale_y(check(t))
+
+        yl = yl.with_transform(prepare)
+        if batch_size >= N:
+            everything = torch.arange(N)
+            return Xl[everything], yl[everything]
+        return Xl, yl
+
+    def _init_from_source(self, source: Any, seed: int | None) -> None:
         """Build and initialise from an out-of-core source: target statistics from one
-        streaming pass, inducing inputs and lengthscales from a random subsample of at
-        most 20,000 rows (a source of at most 20,000 rows initialises exactly as the same
-        rows given as arrays).  Returns lazy ``(X, scaled y)`` views (materialised when
-        the batch is the whole data)."""
+        streaming pass, inducing inputs and lengthscales from the seeded sample of
+        :func:`init_sample` (a source of at most 20,000 rows initialises exactly as the
+        same rows given as arrays).  A built model is only checked against the source."""
         N = int(source.num_rows)
         stats = source.stats()  # one pass; also rejects NaN / inf
-        rng = np.random.default_rng(0 if seed is None else seed)
-        sub = np.sort(rng.choice(N, size=min(N, 20000), replace=False))
+        sub = init_sample(N, seed)
         Xs_np, ys_np = source.rows(sub)
         Xs = torch.as_tensor(Xs_np, dtype=self.dtype_, device=self.device_)
         ys = self._check_y(ys_np, len(sub))
@@ -502,17 +541,6 @@ class GPModel(HyperpriorMixin, nn.Module):
                 torch.manual_seed(seed)
             self._init_from_data(Xs, self._scale_y(ys))
             self.to(device=self.device_)
-        Xl, yl = source.lazy_arrays(self.dtype_, self.device_)
-        check = self.likelihood.validate_targets
-
-        def prepare(t: torch.Tensor) -> torch.Tensor:
-            return self._scale_y(check(t))
-
-        yl = yl.with_transform(prepare)
-        if batch_size >= N:
-            everything = torch.arange(N)
-            return Xl[everything], yl[everything]
-        return Xl, yl
 
     def _validate_sizes(self, N: int) -> None:
         """Model-specific size checks (e.g. more inducing points than data)."""
@@ -714,78 +742,3 @@ class GPModel(HyperpriorMixin, nn.Module):
         """
         payload = self.file_payload()
         atomic_write(path, lambda fh: torch.save(payload, fh))
-
-
-def _first_sentence(err: BaseException, limit: int, whole: bool = False) -> str:
-    """An exception's text on one line: its first sentence (or all of it), cut at ``limit``."""
-    text = " ".join(str(err).split()) or type(err).__name__
-    if not whole:
-        text = text.split(". ")[0]
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _upgrade_state_v1(state: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
-    """Version-1 tensors in the version-2 layout: ``...Z`` becomes ``...Z_raw`` and every
-    ``input_unit`` buffer is 1 (raw values were then in data units)."""
-    if not isinstance(state, dict):
-        return state
-    out = dict(state)
-    for key, ref in expected.items():
-        if key in out:
-            continue
-        if key.endswith("input_unit"):
-            out[key] = torch.ones_like(ref)
-        elif key.endswith("Z_raw") and key[: -len("_raw")] in out:
-            out[key] = out.pop(key[: -len("_raw")])
-    return out
-
-
-def load(path: str | os.PathLike, device: torch.device | str | None = None) -> GPModel:
-    """Load a model written by :meth:`GPModel.save` (no code from the file is executed)."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no model file at {path}")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001
-        raise ValueError(
-            f"{path} is not a readable latentgp model file (corrupted, truncated, or not a "
-            f"model file): {type(err).__name__}: {_first_sentence(err, 160)}"
-        ) from None
-    if not isinstance(payload, dict) or "header" not in payload or "state" not in payload:
-        raise ValueError(f"{path} is not a latentgp model file (no header)")
-    if not isinstance(payload["state"], dict):
-        raise ValueError(f"{path} is not a latentgp model file (no tensor records)")
-    if "checksums" in payload:  # every record is verified before anything is used
-        verify_records(path, file_records(payload), payload["checksums"])
-    try:
-        header = json.loads(payload["header"])
-    except (TypeError, json.JSONDecodeError):
-        raise ValueError(f"{path} has a corrupted header (not valid JSON)") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a latentgp model file (format {header.get('format')!r})")
-    version = header.get("format_version")
-    if version not in READABLE_FORMAT_VERSIONS:
-        raise ValueError(
-            f"{path} uses model-file format version {version}, but this latentgp reads "
-            f"versions {', '.join(map(str, READABLE_FORMAT_VERSIONS))}"
-        )
-    name = header.get("model")
-    if name not in MODEL_REGISTRY:
-        raise ValueError(f"{path} holds an unknown model class {name!r}")
-    cls = MODEL_REGISTRY[name]
-    try:
-        model = cls.from_config(header["config"], device=device)
-        model._build(**header["build"])
-        state = payload["state"]
-        if version == 1:
-            state = _upgrade_state_v1(state, model.state_dict())
-        model.load_state_dict(cls.upgrade_state(state, model.state_dict()))
-    except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise ValueError(
-            f"{path}: header and tensors do not describe a valid {name}: "
-            f"{_first_sentence(err, 300, whole=True)}"
-        ) from None
-    model.to(device=model.device_)
-    model.eval()
-    return model

@@ -11,7 +11,7 @@ from . import distributed, optim, tasks
 from .checkpoint import load_checkpoint, save_checkpoint
 from .early_stopping import EarlyStopping
 from .fit import OPTIMIZERS, GradientTask, fit
-from .loop import FitHistory, Sampler, StepTask, TrainingWarning, run_loop
+from .loop import FitHistory, RestoringTask, Sampler, StepTask, TrainingWarning, run_loop
 from .optim import SignAdaptive, SparseRowOptimizer, make_optimizer
 from .progress import ProgressBar
 from .restarts import fit_with_restarts
@@ -31,6 +31,7 @@ __all__ = [
     "make_optimizer",
     "run_loop",
     "StepTask",
+    "RestoringTask",
     "GradientTask",
     "SEPTask",
     "QSGPTask",
