@@ -39,6 +39,48 @@ def positive_parameter(
 
 
 
+def check_positive_values(value, what: str) -> None:
+    """``ValueError`` naming ``what`` unless every entry of ``value`` (a number, list or
+    tensor) is a positive finite number."""
+    try:
+        v = torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        msg = f"{what} must be a positive number or a list of them, got {value!r}"
+        raise ValueError(msg) from None
+    if v.numel() == 0 or not bool(torch.isfinite(v).all()) or bool((v <= 0).any()):
+        raise ValueError(f"{what} must be positive and finite, got {value!r}")
+
+
+def assign_positive(
+    raw: torch.Tensor,
+    value,
+    what: str,
+    *,
+    unit: torch.Tensor | None = None,
+    lower: float = 0.0,
+) -> None:
+    """Set ``raw`` in place so that ``softplus(raw, lower) * unit`` equals ``value``
+    (broadcast to ``raw``'s shape): the setter of every positive parameter (kernel
+    lengthscales and variances, likelihood noise).  ``ValueError`` naming ``what`` for a
+    value that is not positive and finite, not above ``lower``, or of a shape that does
+    not fit."""
+    check_positive_values(value, what)
+    with torch.no_grad():
+        v = torch.as_tensor(value, dtype=torch.float64).to(raw.device)
+        try:
+            v = torch.broadcast_to(v, raw.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"{what} has shape {tuple(v.shape)}, which does not fit the parameter's "
+                f"{tuple(raw.shape)}"
+            ) from None
+        if unit is not None:
+            v = v / unit.double()
+        if bool((v <= lower).any()):
+            raise ValueError(f"{what} must be larger than its lower bound {lower:g}, got {value!r}")
+        raw.copy_(inv_softplus(v, lower).to(raw))
+
+
 def column_unit(X: torch.Tensor) -> torch.Tensor:
     """``(D,)`` unit of each input column: its standard deviation (1 where the column is
     constant or there is a single row).

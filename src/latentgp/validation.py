@@ -68,7 +68,8 @@ def check_inputs(
 ) -> torch.Tensor:
     """Validate inputs and return a ``(N, D)`` tensor.
 
-    A 1-D array is taken as ``N`` points of one input dimension.  Raises ``ValueError``
+    A 1-D array is taken as ``N`` points of one input dimension.  Boolean inputs (numpy,
+    torch, pandas) are taken as the numbers 0 and 1, as scikit-learn does.  Raises ``ValueError``
     for NaN/inf, wrong number of dimensions, empty data, or a column count that differs
     from the ``input_dim`` the model was trained with.
     """
@@ -79,6 +80,8 @@ def check_inputs(
         arr = None
     else:
         arr = to_numpy(X, name)
+        if arr.dtype.kind == "b":
+            arr = arr.astype(np.float64)  # True/False as 1/0 (torch cannot take abs of bools)
         if arr.ndim == 1:
             arr = arr[:, None]
         t = None
@@ -184,6 +187,60 @@ def cap_at_rows(value: int, num_rows: int, *, name: str) -> int:
         )
         return int(num_rows)
     return value
+
+
+#: The largest seed every generator latentgp seeds accepts (torch's are 64-bit unsigned).
+MAX_SEED = 2**64 - 1
+
+
+def check_seed(value: Any, name: str = "seed") -> int | None:
+    """``None``, or an integer seed in ``[0, 2**64 - 1]`` (what torch and numpy accept);
+    anything else is a ``ValueError`` naming ``name`` and the range."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer in [0, 2**64 - 1] or None, got {value!r}")
+    if not 0 <= int(value) <= MAX_SEED:
+        raise ValueError(f"{name} must be in [0, 2**64 - 1], got {value}")
+    return int(value)
+
+
+def check_mean_covariance(
+    mean: Any,
+    covariance: Any,
+    *,
+    num_latent: int,
+    size: int,
+    name: str,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A Gaussian over ``num_latent`` (Q) vectors of ``size`` (M) entries, checked: mean
+    ``(Q, M)`` (or ``(M,)`` when Q = 1), covariance ``(Q, M, M)`` (or ``(M, M)``),
+    finite, symmetric and positive semi-definite (both to round-off).  Returns them as
+    ``(Q, M)`` and ``(Q, M, M)`` tensors of ``dtype``; a ``ValueError`` naming ``name``
+    and the problem otherwise."""
+    Q, M = int(num_latent), int(size)
+    m = torch.as_tensor(to_numpy(mean, f"{name} mean"), dtype=torch.float64)
+    C = torch.as_tensor(to_numpy(covariance, f"{name} covariance"), dtype=torch.float64)
+    if tuple(m.shape) not in ((Q, M),) + (((M,),) if Q == 1 else ()):
+        raise ValueError(f"{name} mean has shape {tuple(m.shape)}; expected ({Q}, {M})")
+    if tuple(C.shape) not in ((Q, M, M),) + (((M, M),) if Q == 1 else ()):
+        raise ValueError(
+            f"{name} covariance has shape {tuple(C.shape)}; expected ({Q}, {M}, {M})"
+        )
+    m, C = m.reshape(Q, M), C.reshape(Q, M, M)
+    for what, t in (("mean", m), ("covariance", C)):
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} {what} contains NaN or inf")
+    top = float(C.abs().amax()) if C.numel() else 0.0
+    if float((C - C.mT).abs().amax()) > 1e-10 * max(top, 1e-300):
+        raise ValueError(f"{name} covariance is not symmetric")
+    low = float(torch.linalg.eigvalsh(0.5 * (C + C.mT)).amin())
+    if low < -1e-10 * max(top, 1e-300) * M:
+        raise ValueError(
+            f"{name} covariance is not positive semi-definite (smallest eigenvalue {low:.3g})"
+        )
+    return m.to(dtype), C.to(dtype)
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:

@@ -258,6 +258,11 @@ def test_predict_wrong_number_of_columns_exit_2(fitted, tmp_path, capsys):
                        ["a", "b", "c"])
     assert main(["predict", "--model-file", fitted["model"], "--data", three]) == 2
     line = _one_error_line(capsys.readouterr().err)
+    # a header row is matched by name (issue 29): the training feature 'x' is missing
+    assert "no column named 'x' (a training feature)" in line
+    three = _write_csv(tmp_path / "three_nohdr.csv", (np.ones(4), np.ones(4), np.ones(4)))
+    assert main(["predict", "--model-file", fitted["model"], "--data", three]) == 2
+    line = _one_error_line(capsys.readouterr().err)
     assert "3 input column(s)" in line and "expects 1" in line
     headerless = _write_csv(tmp_path / "two.csv", (np.ones(4), np.ones(4)))
     out = tmp_path / "p.csv"

@@ -769,6 +769,121 @@ CASES: list[Case] = [
         "exit 2",
         "unknown dataset 'bostn': did you mean 'boston'",
     ),
+    # issue 29, boundaries: each CLI error names the file, flag or column; bad input is exit 2
+    Case(
+        "cli fit",
+        "oversized CSV field",
+        lambda d: cli("fit", "--data", _csv(d, "big.csv", "a,b,y\n1," + "9" * 200_000 + ",3\n"),
+                      *FAST),
+        "exit 2",
+        "big.csv: line 2 is not valid CSV (field larger than field limit",
+    ),
+    Case(
+        "cli fit",
+        ".csv.gz that is not gzip",
+        lambda d: cli("fit", "--data", _csv(d, "plain.csv.gz", "a,b,y\n1,2,3\n"), *FAST),
+        "exit 2",
+        "plain.csv.gz: not a valid gzip file",
+    ),
+    Case(
+        "cli fit",
+        "CSV that is not UTF-8 (encoding error)",
+        lambda d: cli("fit", "--data", _bytes(d, "latin.csv", b"a,b,y\n1,2,3\n\xe9,3,4\n"), *FAST),
+        "exit 2",
+        "latin.csv: not UTF-8 text (byte 0xe9 on line 3, byte offset 12); save the file as UTF-8",
+    ),
+    Case(
+        "cli fit",
+        "huge --seed (2**80)",
+        lambda d: cli("fit", "--data", good_csv(d), "--seed", str(2**80), *FAST),
+        "exit 2",
+        "argument --seed: expected an integer in [0, 2**64 - 1], got '1208925819614629174706176'",
+    ),
+    Case(
+        "api fit",
+        "huge seed (2**80)",
+        lambda d: api(lambda: SVGP5().fit(X0, Y0, seed=2**80, max_steps=1)),
+        "ValueError",
+        "seed must be in [0, 2**64 - 1], got 1208925819614629174706176",
+    ),
+    Case(
+        "api fit",
+        "the largest seed, 2**64 - 1 (SAVIGP derives its Monte Carlo stream from it)",
+        lambda d: api(lambda: lg.SAVIGP(num_inducing=5).fit(X0, Y0, seed=2**64 - 1, max_steps=2)),
+        "ok",
+        "",
+    ),
+    Case(
+        "api fit",
+        "boolean X (taken as 0/1, see test_invariances.py)",
+        lambda d: api(lambda: SVGP5().fit(X0 > 0, Y0, max_steps=1)),
+        "ok",
+        "",
+    ),
+    Case(
+        "cli fit",
+        "a dead --nproc worker (exit 1: a failure while running, not a usage error)",
+        lambda d: _dead_worker(d),
+        "exit 1",
+        "a training process failed: process 1 terminated with signal SIGKILL",
+    ),
+    Case(
+        "cli predict",
+        "extra non-numeric column (ignored, as documented)",
+        lambda d: cli("predict", "--model-file", model_file(d), "--data",
+                      _csv(d, "ids.csv", "id,a,b\nfirst,1,2\nsecond,2,3\n")),
+        "exit 0",
+        "",
+    ),
+    Case(
+        "cli predict",
+        "columns reordered by name (see test_predict_matches_columns_by_name)",
+        lambda d: cli("predict", "--model-file", model_file(d), "--data",
+                      _csv(d, "ba.csv", "b,a\n1,2\n2,3\n")),
+        "exit 0",
+        "",
+    ),
+    Case(
+        "cli predict",
+        "renamed feature column (strict column matching)",
+        lambda d: cli("predict", "--model-file", model_file(d), "--data",
+                      _csv(d, "ren.csv", "a,c\n1,2\n2,3\n")),
+        "exit 2",
+        "ren.csv: no column named 'b' (a training feature); the model's features are "
+        "['a', 'b'] and the file's columns are ['a', 'c']",
+    ),
+    Case(
+        "cli predict",
+        "missing feature column, same column count (strict column matching)",
+        lambda d: cli("predict", "--model-file", model_file(d), "--data",
+                      _csv(d, "ay.csv", "a,y\n1,2\n2,3\n")),
+        "exit 2",
+        "ay.csv: no column named 'b' (a training feature)",
+    ),
+    Case(
+        "cli evaluate",
+        "renamed feature column (strict column matching)",
+        lambda d: cli("evaluate", "--model-file", model_file(d), "--data",
+                      _csv(d, "evr.csv", "a,c,y\n1,2,3\n2,3,4\n")),
+        "exit 2",
+        "evr.csv: no column named 'b' (a training feature)",
+    ),
+    Case(
+        "cli evaluate",
+        "missing target column",
+        lambda d: cli("evaluate", "--model-file", model_file(d), "--data",
+                      _csv(d, "evt.csv", "a,b,z\n1,2,3\n2,3,4\n")),
+        "exit 2",
+        "evt.csv: no column named 'y' (the training target); the columns are ['a', 'b', 'z']",
+    ),
+    Case(
+        "cli evaluate",
+        "reordered columns and an extra text column",
+        lambda d: cli("evaluate", "--model-file", model_file(d), "--data",
+                      _csv(d, "evx.csv", "y,note,b,a\n3,x,2,1\n4,y,3,2\n")),
+        "exit 0",
+        "",
+    ),
     # ---------------------------------------------------------------- dataset loaders
     Case(
         "loader",
@@ -909,6 +1024,26 @@ CASES: list[Case] = [
 ]
 
 
+def _bytes(d: Path, name: str, data: bytes) -> Path:
+    (d / name).write_bytes(data)
+    return d / name
+
+
+def _dead_worker(d: Path) -> Outcome:
+    """``fit --nproc 2`` when a worker dies (killed: SIGKILL), as torch reports it."""
+    from unittest import mock
+
+    import torch.multiprocessing as mp
+
+    def killed(*args, **kwargs):
+        raise mp.ProcessExitedException(
+            "process 1 terminated with signal SIGKILL", 1, 12345, -9, "SIGKILL"
+        )
+
+    with mock.patch("latentgp.training.distributed.spawn", killed):
+        return cli("fit", "--data", good_csv(d), "--nproc", "2", *FAST)
+
+
 def _sk():
     import latentgp.sklearn as sk
 
@@ -1038,3 +1173,52 @@ def test_setting_inducing_inputs_and_hyperparameters_checks_the_values():
     )
     assert float(k.variance.detach()) == pytest.approx(3.0)
     assert torch.equal(m.Z.detach(), torch.ones(5, 2, dtype=torch.float64))
+
+
+# ------------------------------------------------- issue 29: strict CLI column matching
+def test_predict_matches_columns_by_name(tmp_path):
+    """Reordered columns and an extra text column give the predictions of the training
+    order, to the last digit (columns are picked by name, never by position)."""
+    model = model_file(tmp_path)
+    rows = np.random.default_rng(3).normal(size=(6, 2))
+    plain = _table(tmp_path, "ab.csv", ["a", "b"], rows)
+    swapped = _table(tmp_path, "bxa.csv", ["b", "note", "a"],
+                     [(b, f"row{i}", a) for i, (a, b) in enumerate(rows)])
+    outs = []
+    for i, data in enumerate((plain, swapped)):
+        dest = tmp_path / f"pred{i}.csv"
+        assert cli("predict", "--model-file", model, "--data", data, "--out", dest).kind == "exit 0"
+        outs.append(np.loadtxt(dest, delimiter=",", skiprows=1))
+    np.testing.assert_array_equal(outs[1], outs[0])
+    # the same numbers by position would differ: the test can tell the two apart
+    dest = tmp_path / "pos.csv"
+    by_position = _table(tmp_path, "ba_pos.csv", ["a", "b"], rows[:, ::-1])
+    assert cli("predict", "--model-file", model, "--data", by_position, "--out", dest).kind == (
+        "exit 0"
+    )
+    assert not np.allclose(np.loadtxt(dest, delimiter=",", skiprows=1), outs[0])
+
+
+@pytest.mark.parametrize(
+    ("raised", "kind", "fragment"),
+    [
+        ("ValueError: y contains NaN or inf at row 3", "exit 2",
+         "a training process refused the input: y contains NaN or inf at row 3"),
+        ("RuntimeError: out of memory", "exit 1",
+         "a training process failed: RuntimeError: out of memory"),
+    ],
+)
+def test_nproc_worker_errors_keep_the_documented_status(tmp_path, raised, kind, fragment):
+    """A worker that refuses the input exits as the single-process fit would (2); any
+    other worker failure is a failure while running (1), as docs/cli.md documents."""
+    from unittest import mock
+
+    import torch.multiprocessing as mp
+
+    def fails(*args, **kwargs):
+        raise mp.ProcessRaisedException(f"Traceback (most recent call last):\n  ...\n{raised}\n",
+                                        1, 12345)
+
+    with mock.patch("latentgp.training.distributed.spawn", fails):
+        got = cli("fit", "--data", good_csv(tmp_path), "--nproc", "2", *FAST)
+    assert got.kind == kind and fragment in got.message, got

@@ -26,6 +26,7 @@ from latentgp.cli.common import (
     EXIT_USAGE,
     HELP_FORMAT,
     PROG,
+    USAGE_ERRORS,
     CLIError,
     warn,
 )
@@ -122,15 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    except (
-        CLIError,
-        ValueError,
-        FileNotFoundError,
-        IsADirectoryError,
-        NotADirectoryError,
-        PermissionError,
-        ImportError,
-    ) as err:
+    except USAGE_ERRORS as err:
         if debug:
             traceback.print_exc()
         print(f"{PROG}: error: {one_line(err)}", file=sys.stderr)

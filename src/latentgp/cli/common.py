@@ -39,6 +39,20 @@ class CLIError(Exception):
     """A usage error: reported as one line on stderr, exit status 2."""
 
 
+#: The errors that :func:`latentgp.cli.main` reports as usage errors (exit status 2):
+#: bad options, unknown names, missing or malformed files, what the library refuses with
+#: ``ValueError``.  Anything else that fails while running exits with 1.
+USAGE_ERRORS: tuple[type[BaseException], ...] = (
+    CLIError,
+    ValueError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+    ImportError,
+)
+
+
 # ============================================================================== output
 def warn(message: str) -> None:
     """Print ``latentgp: warning: <message>`` on stderr."""
@@ -152,6 +166,8 @@ def checked_number(
 positive_int = checked_number(int, lambda v: v >= 1, "a positive integer")
 #: ``--split``, ``--seed``: an integer >= 0.
 nonneg_int = checked_number(int, lambda v: v >= 0, "an integer >= 0")
+#: ``--seed``: an integer in [0, 2**64 - 1] (what torch's generators accept).
+seed_int = checked_number(int, lambda v: 0 <= v <= 2**64 - 1, "an integer in [0, 2**64 - 1]")
 #: ``--lr``, ``--dpi``: a finite number > 0.
 positive_float = checked_number(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
 #: ``--test-fraction``: a number in [0, 1).

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from latentgp.cli.common import CLIError, warn
+from latentgp.cli.common import CLIError
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
 
@@ -48,17 +48,22 @@ def is_csv(spec: str) -> bool:
     return spec.lower().endswith(CSV_SUFFIXES) or os.path.isfile(spec)
 
 
-def read_table(path: str) -> Table:
-    """Every column of a numeric CSV file, in file order."""
-    import numpy as np
+def read_table(path: str, columns: Sequence[str] | None = None) -> Table:
+    """Every column of a numeric CSV file, in file order.  With ``columns`` (names) and a
+    header row, only those columns are parsed: the others may hold text and read as NaN
+    (:func:`latentgp.datasets.load_csv_table`)."""
+    from latentgp.datasets import load_csv_table
 
-    from latentgp.datasets import load_csv
+    values, names, has_header = load_csv_table(path, columns=columns)
+    return Table(values, names, has_header)
 
-    X, y, names, target = load_csv(path)
-    values = np.column_stack([X, y]) if X.shape[1] else y[:, None]
-    all_names = list(names) + [target]
-    has_header = all_names != [f"col{j}" for j in range(len(all_names))]
-    return Table(values, all_names, has_header)
+
+def named_features(names: Sequence[str] | None) -> list[str] | None:
+    """The training feature names when they are real names (None when the training file
+    had no header row, whose columns are called ``col0, col1, ...``)."""
+    if not names or list(names) == [f"col{j}" for j in range(len(names))]:
+        return None
+    return list(names)
 
 
 def csv_target(path: str, target: str | None) -> str | int | None:
@@ -96,15 +101,26 @@ def split_table(table: Table, target: str | None, path: str) -> tuple[Any, Any, 
 def select_features(
     X: Any, names: list[str], has_header: bool, want: Sequence[str] | None, dim: int, path: str
 ) -> Any:
-    """The model's feature columns of ``X``: by name when possible, else by position."""
-    if want and has_header and all(n in names for n in want):
+    """The model's feature columns of ``X``.
+
+    A file with a header row for a model trained on named features: the columns are
+    picked by name, so their order and any extra columns do not matter, and a training
+    feature the file lacks (missing or renamed) is an error naming it.  Otherwise (no
+    header row, or a model trained without feature names) the file must have exactly
+    the ``dim`` training columns, taken by position.
+    """
+    want = named_features(want)
+    if want and has_header:
+        missing = [n for n in want if n not in names]
+        if missing:
+            raise CLIError(
+                f"{path}: no column named {missing[0]!r} (a training feature); the model's "
+                f"features are {want} and the file's columns are {list(names)}; the "
+                "header must name every training feature (order and extra columns do not "
+                "matter)"
+            )
         return X[:, [names.index(n) for n in want]]
     if X.shape[1] == dim:
-        if want and has_header and list(names) != list(want):
-            warn(
-                f"{path}: column names {names} differ from the training features "
-                f"{list(want)}; using the columns by position"
-            )
         return X
     expected = f" ({', '.join(want)})" if want else ""
     raise CLIError(
@@ -194,19 +210,30 @@ def data_for_model(args: argparse.Namespace, model: Any, record: dict[str, Any])
     """``--data`` (with ``--target``/``--split``/``--data-home``) of evaluate and plot.
 
     A CSV file is used whole: all its rows in the train part (empty test part), the
-    target column by ``--target``, else the training target's name, else the last
-    column.  A registry dataset gives its split; when the model was fitted on that
-    dataset and ``--split`` is not given, the split (and test fraction) of the fit.
+    target column by ``--target``, else the training target's name (a file with a
+    header row must have it), else the last column.  Features are matched as
+    :func:`select_features` does; columns that are neither are not read.  A registry
+    dataset gives its split; when the model was fitted on that dataset and ``--split``
+    is not given, the split (and test fraction) of the fit.
     """
     import numpy as np
 
     if is_csv(args.data):
         if args.split is not None:
             raise CLIError("--split applies only to registry datasets; a CSV is used whole")
-        table = read_table(args.data)
-        target = args.target
-        if target is None and record.get("target") in table.names and table.has_header:
-            target = record["target"]
+        target, wanted = args.target, None  # a --target (name or index): read every column
+        features = named_features(record.get("feature_names"))
+        trained_target = record.get("target")
+        if target is None and features and trained_target:
+            wanted = [*features, trained_target]
+        table = read_table(args.data, wanted)
+        if wanted and table.has_header:
+            if trained_target not in table.names:
+                raise CLIError(
+                    f"{args.data}: no column named {trained_target!r} (the training target); "
+                    f"the columns are {table.names}; name it so, or choose one with --target"
+                )
+            target = trained_target
         X, y, names, target = split_table(table, target, args.data)
         X = select_features(
             X, names, table.has_header, record.get("feature_names"), model.input_dim, args.data

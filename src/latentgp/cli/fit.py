@@ -20,6 +20,7 @@ from latentgp.cli.common import (
     CONFIG_HELP,
     EXIT_OK,
     HELP_FORMAT,
+    USAGE_ERRORS,
     CLIError,
     check_output_path,
     emit_json,
@@ -29,6 +30,7 @@ from latentgp.cli.common import (
     out,
     positive_float,
     positive_int,
+    seed_int,
     warn,
     write_json,
 )
@@ -226,9 +228,21 @@ def spawn_fit(args: argparse.Namespace, builder: ModelBuilder, nproc: int) -> in
     try:
         dist.spawn(fit_rank, nproc, args)
     except Exception as err:  # noqa: BLE001 - a worker's error, reported in one line
-        lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
-        raise CLIError(f"a training process failed: {lines[-1] if lines else err}") from None
+        raise worker_failure(err) from None
     return EXIT_OK
+
+
+def worker_failure(err: Exception) -> Exception:
+    """The error ``fit --nproc`` reports for a failed worker, in one line: a usage error
+    (exit 2) when the worker refused the input as the single-process fit would, else a
+    ``RuntimeError`` (exit 1: a failure while running, e.g. a worker killed by a signal
+    or out of memory)."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    last = lines[-1] if lines else type(err).__name__
+    raised = last.split(":", 1)[0].rsplit(".", 1)[-1]
+    if raised in {cls.__name__ for cls in USAGE_ERRORS}:
+        return CLIError(f"a training process refused the input: {last.split(':', 1)[-1].strip()}")
+    return RuntimeError(f"a training process failed: {last}")
 
 
 def check_names(args: argparse.Namespace, builder: ModelBuilder) -> None:
@@ -561,7 +575,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
         help="optimiser (default adam; lbfgs for exact); natural: natural-gradient steps "
         "on a Gaussian q(u) with adam on the hyperparameters (SVGP and the modulated GPs)",
     )
-    g.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default 0)")
+    g.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     g.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,

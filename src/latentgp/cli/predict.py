@@ -22,7 +22,7 @@ from latentgp.cli.common import (
     emit_json,
     out,
 )
-from latentgp.cli.datafiles import read_table, select_features
+from latentgp.cli.datafiles import named_features, read_table, select_features
 from latentgp.cli.modelfile import apply_inputs, load_model_file
 
 EPILOG = """\
@@ -31,9 +31,11 @@ examples:
   latentgp predict --model-file boston.pt --data new.csv --json   # predictions in JSON
 
 Columns: mean, var (regression, counts); p1, label (binary); p_<class>..., label
-(multiclass).  With a header row, the training feature columns are picked by name (other
-columns, e.g. the target, are ignored); without one the file must have exactly the
-training number of columns.  Without --out the CSV goes to stdout.
+(multiclass).  With a header row, the training feature columns are picked by name: their
+order does not matter and other columns (the target, an identifier, text) are ignored,
+but every training feature must be there under its training name (a missing or renamed
+column is an error, exit 2).  Without a header row the file must have exactly the
+training columns, in training order.  Without --out the CSV goes to stdout.
 """
 
 
@@ -101,7 +103,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     """Run ``latentgp predict``."""
     check_output_path(args.out, "--out")
     model, record = load_model_file(args.model_file)
-    table = read_table(args.data)
+    table = read_table(args.data, named_features(record.get("feature_names")))
     X = select_features(
         table.values,
         table.names,

@@ -18,6 +18,7 @@ from latentgp.data.csv import (
     csv_columns,
     iter_csv_chunks,
     load_csv,
+    load_csv_table,
     save_csv,
 )
 from latentgp.data.files import DATA_HOME_ENV, data_home
@@ -74,6 +75,7 @@ __all__ = [
     "list_datasets",
     "load",
     "load_csv",
+    "load_csv_table",
     "load_seismic_reference",
     "make_data_assoc",
     "make_heteroscedastic",

@@ -13,6 +13,7 @@ import csv
 import gzip
 import math
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ __all__ = [
     "csv_columns",
     "iter_csv_chunks",
     "load_csv",
+    "load_csv_table",
     "save_csv",
 ]
 
@@ -119,11 +121,11 @@ def iter_csv_chunks(
         fields.append(row)
         lines.append(line)
         if len(fields) == chunk_rows:
-            data = _parse_rows(path, fields, lines, columns.names, start, delimiter)
+            data = _parse_rows(path, fields, lines, columns.names, start, delimiter=delimiter)
             yield np.ascontiguousarray(data[:, keep]), data[:, columns.target].copy()
             start, fields, lines = start + len(fields), [], []
     if fields:
-        data = _parse_rows(path, fields, lines, columns.names, start, delimiter)
+        data = _parse_rows(path, fields, lines, columns.names, start, delimiter=delimiter)
         yield np.ascontiguousarray(data[:, keep]), data[:, columns.target].copy()
 
 
@@ -187,14 +189,99 @@ def load_csv(
     return X, y, columns.feature_names, columns.target_name
 
 
+def load_csv_table(
+    path: str | os.PathLike,
+    *,
+    columns: Sequence[str] | None = None,
+    delimiter: str = ",",
+    header: bool | None = None,
+) -> tuple[np.ndarray, list[str], bool]:
+    """Every column of a CSV file, in file order, as :func:`load_csv` reads it.
+
+    Parameters
+    ----------
+    path, delimiter, header :
+        As for :func:`load_csv`.
+    columns : sequence of str, optional
+        With a header row, the names of the columns to read: only they are parsed (and
+        must be numeric); every other column holds NaN, whatever text it has, so that a
+        caller picking columns by name can ignore, e.g., an identifier column.  Names the
+        file lacks are not an error here (the caller knows what it needs).  ``None``, or a
+        file without a header row: every column is parsed.
+
+    Returns
+    -------
+    values : np.ndarray
+        ``(N, K)`` float64.
+    names : list of str
+        ``K`` column names (``col0, col1, ...`` without a header row).
+    has_header : bool
+        Whether the first row was a header.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        As :func:`load_csv`, for the columns that are parsed.
+    """
+    path = Path(path)
+    layout = csv_columns(path, None, delimiter, header)
+    rows = _nonblank_rows(path, delimiter)
+    if layout.header:
+        next(rows, None)
+    fields, lines = [], []
+    for line, row in rows:
+        fields.append(row)
+        lines.append(line)
+    if not fields:
+        raise ValueError(f"{path}: the file has a header ({layout.names}) but no data rows")
+    wanted = None if columns is None or not layout.header else set(columns)
+    data = _parse_rows(path, fields, lines, layout.names, 0, wanted, delimiter)
+    return data, layout.names, layout.header
+
+
 def _nonblank_rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
-    """``(line number, fields)`` of the non-blank rows of the file, streamed."""
-    with _open(path, "r") as fh:
-        reader = csv.reader(fh, delimiter=delimiter)
-        for row in reader:
-            if not row or all(not field.strip() for field in row):
-                continue  # blank line
-            yield reader.line_num, row
+    """``(line number, fields)`` of the non-blank rows of the file, streamed.  A file that
+    cannot be read as text is a ``ValueError`` naming it: not gzip data behind a ``.gz``
+    name, bytes that are not UTF-8 (with the line), or a field longer than the csv
+    module's limit."""
+    reader = None
+    try:
+        with _open(path, "r") as fh:
+            reader = csv.reader(fh, delimiter=delimiter)
+            for row in reader:
+                if not row or all(not field.strip() for field in row):
+                    continue  # blank line
+                yield reader.line_num, row
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: {_first_undecodable(path)}; save the file as UTF-8") from None
+    except csv.Error as err:
+        line = reader.line_num if reader is not None else 0
+        raise ValueError(
+            f"{path}: line {line} is not valid CSV ({err}); a field that long is not a number"
+            if "field larger" in str(err)
+            else f"{path}: line {line} is not valid CSV ({err})"
+        ) from None
+    except (OSError, EOFError, zlib.error) as err:
+        if path.suffix != ".gz":
+            raise
+        raise ValueError(
+            f"{path}: not a valid gzip file ({type(err).__name__}: {err}); a name ending in "
+            ".gz must hold gzip-compressed CSV"
+        ) from None
+
+
+def _first_undecodable(path: Path) -> str:
+    """Where the first byte that is not UTF-8 is (an error path: reads the whole file)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        data = fh.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        byte = data[err.start]
+        return f"not UTF-8 text (byte 0x{byte:02x} on line {line}, byte offset {err.start})"
+    return "not UTF-8 text"
 
 
 def _header_names(path: Path, row: list[str]) -> list[str]:
@@ -252,20 +339,23 @@ def _parse_rows(
     data_lines: list[int],
     names: list[str],
     start: int,
+    wanted: set[str] | None = None,
     delimiter: str = ",",
 ) -> np.ndarray:
     """The data rows as a float64 array ``(N, n_cols)``; an error at the first bad field
-    (``start``: the data-row number of the first of them)."""
+    (``start``: the data-row number of the first of them).  With ``wanted``, only the
+    columns of those names are parsed (the others hold NaN)."""
     n_cols = len(names)
-    data = np.empty((len(data_rows), n_cols), dtype=np.float64)
+    data = np.full((len(data_rows), n_cols), np.nan, dtype=np.float64)
+    parsed = [j for j in range(n_cols) if wanted is None or names[j] in wanted]
     for i, (row, line) in enumerate(zip(data_rows, data_lines, strict=True)):
         if len(row) != n_cols:
             raise ValueError(
                 f"{path}: line {line} has {len(row)} fields but the first row has {n_cols} "
                 f"(ragged rows)"
             )
-        for j, field in enumerate(row):
-            text = field.strip()
+        for j in parsed:
+            text = row[j].strip()
             where = f"column {names[j]!r} (index {j}), data row {start + i} (line {line})"
             if not text:
                 raise ValueError(f"{path}: missing (empty) value in {where}")

@@ -15,7 +15,14 @@ import math
 
 import torch
 
-from ..parameters import column_unit, inv_softplus, positive_parameter, softplus
+from ..parameters import (
+    assign_positive,
+    check_positive_values,
+    column_unit,
+    inv_softplus,
+    positive_parameter,
+    softplus,
+)
 from .base import Kernel, register
 
 #: rows of each argument that the centre's median looks at (evenly strided)
@@ -75,38 +82,6 @@ def scaled_sqdist(X: torch.Tensor, Z: torch.Tensor | None, lengthscale: torch.Te
     return d.clamp_min(0.0)
 
 
-def _check_positive(value, what: str) -> None:
-    """``ValueError`` unless every entry of ``value`` is a positive finite number."""
-    try:
-        v = torch.as_tensor(value, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        msg = f"{what} must be a positive number or a list of them, got {value!r}"
-        raise ValueError(msg) from None
-    if v.numel() == 0 or not bool(torch.isfinite(v).all()) or bool((v <= 0).any()):
-        raise ValueError(f"{what} must be positive and finite, got {value!r}")
-
-
-def _assign_positive(
-    raw: torch.Tensor, value, what: str, unit: torch.Tensor | None = None
-) -> None:
-    """Set ``raw`` so that ``softplus(raw) * unit`` equals ``value`` (broadcast to its
-    shape); ``ValueError`` naming ``what`` for non-positive values or a shape that does
-    not fit."""
-    _check_positive(value, what)
-    with torch.no_grad():
-        v = torch.as_tensor(value, dtype=torch.float64).to(raw.device)
-        try:
-            v = torch.broadcast_to(v, raw.shape)
-        except RuntimeError:
-            raise ValueError(
-                f"{what} has shape {tuple(v.shape)}, which does not fit the kernel's "
-                f"{tuple(raw.shape)}"
-            ) from None
-        if unit is not None:
-            v = v / unit.double()
-        raw.copy_(inv_softplus(v).to(raw))
-
-
 class Stationary(Kernel):
     """Base for ``k(x, z) = variance * g(r)`` with ARD lengthscales.
 
@@ -130,8 +105,8 @@ class Stationary(Kernel):
         super().__init__()
         name = type(self).__name__
         if lengthscale is not None:
-            _check_positive(lengthscale, f"{name} lengthscale")
-        _check_positive(variance, f"{name} variance")
+            check_positive_values(lengthscale, f"{name} lengthscale")
+        check_positive_values(variance, f"{name} variance")
         self._init_lengthscale = lengthscale
         self._init_variance = float(variance)
         self.ard = bool(ard)
@@ -182,7 +157,7 @@ class Stationary(Kernel):
     def lengthscale(self, value) -> None:
         self._check_built()
         name = f"{type(self).__name__} lengthscale"
-        _assign_positive(self.raw_lengthscale, value, name, unit=self.input_unit)
+        assign_positive(self.raw_lengthscale, value, name, unit=self.input_unit)
 
     @property
     def variance(self) -> torch.Tensor:
@@ -192,7 +167,7 @@ class Stationary(Kernel):
     @variance.setter
     def variance(self, value) -> None:
         self._check_built()
-        _assign_positive(self.raw_variance, value, f"{type(self).__name__} variance")
+        assign_positive(self.raw_variance, value, f"{type(self).__name__} variance")
 
     def profile(self, r2: torch.Tensor) -> torch.Tensor:
         """``g(r)`` as a function of the squared scaled distance."""
@@ -259,7 +234,7 @@ class RationalQuadratic(Stationary):
         ard: bool = True,
     ) -> None:
         super().__init__(lengthscale, variance, ard)
-        _check_positive(alpha, "RationalQuadratic alpha")
+        check_positive_values(alpha, "RationalQuadratic alpha")
         self._init_alpha = float(alpha)
 
     def _build(self, dtype, device):

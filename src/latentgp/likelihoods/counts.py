@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from ..parameters import positive_parameter, softplus
+from ..parameters import assign_positive, positive_parameter, softplus
 from .base import Likelihood, register
 
 
@@ -55,7 +55,12 @@ class NegativeBinomial(Likelihood):
 
     @property
     def size(self) -> torch.Tensor:
+        """The dispersion (size) r; assign ``likelihood.size = value`` to set it."""
         return softplus(self.raw_size)
+
+    @size.setter
+    def size(self, value) -> None:
+        assign_positive(self.raw_size, value, "NegativeBinomial size")
 
     def validate_targets(self, y, name="y"):
         return _check_counts(y, name, "negative binomial")

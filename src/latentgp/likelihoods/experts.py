@@ -28,8 +28,11 @@ from torch import nn
 
 from ..constants import LOG_2PI
 from ..mixtures import mixture_log_density, mixture_moments
-from ..parameters import inv_softplus, softplus
+from ..parameters import assign_positive, inv_softplus, softplus
 from .base import Likelihood, register
+
+#: The lower bound of every expert's noise variance.
+EXPERT_NOISE_FLOOR = 1e-6
 
 ESTIMATORS = ("analytic", "concrete")
 
@@ -88,8 +91,15 @@ class GaussianExperts(Likelihood):
 
     @property
     def expert_noise(self) -> torch.Tensor:
-        """``(T,)`` noise variances nu^t."""
-        return softplus(self.raw_expert_noise, 1e-6)
+        """``(T,)`` noise variances nu^t; assign ``likelihood.expert_noise = value`` (a
+        number or ``T`` of them) to set them."""
+        return softplus(self.raw_expert_noise, EXPERT_NOISE_FLOOR)
+
+    @expert_noise.setter
+    def expert_noise(self, value) -> None:
+        assign_positive(
+            self.raw_expert_noise, value, "GaussianExperts expert_noise", lower=EXPERT_NOISE_FLOOR
+        )
 
     def _split(self, t: torch.Tensor):
         T = self.num_experts

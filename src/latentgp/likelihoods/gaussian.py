@@ -7,7 +7,7 @@ import math
 import torch
 
 from ..constants import LOG_2PI
-from ..parameters import positive_parameter, softplus
+from ..parameters import assign_positive, positive_parameter, softplus
 from .base import Likelihood, register
 
 
@@ -42,7 +42,16 @@ class Gaussian(Likelihood):
 
     @property
     def variance(self) -> torch.Tensor:
+        """The noise variance (a scalar tensor, in the units the model trains in: of the
+        standardised targets when the model standardises them); assign
+        ``likelihood.variance = value`` to set it (above ``min_variance``)."""
         return softplus(self.raw_variance, self.min_variance)
+
+    @variance.setter
+    def variance(self, value) -> None:
+        assign_positive(
+            self.raw_variance, value, "Gaussian noise variance", lower=self.min_variance
+        )
 
     def log_prob(self, y, f):
         s2 = self.variance

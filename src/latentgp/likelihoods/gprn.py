@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from ..constants import LOG_2PI
-from ..parameters import positive_parameter, softplus
+from ..parameters import assign_positive, positive_parameter, softplus
 from .base import Likelihood, register
 
 
@@ -45,8 +45,13 @@ class GPRN(Likelihood):
 
     @property
     def variance(self) -> torch.Tensor:
-        """``(P,)`` noise variances."""
+        """``(P,)`` noise variances; assign ``likelihood.variance = value`` (a number or
+        ``P`` of them) to set them."""
         return softplus(self.raw_variance)
+
+    @variance.setter
+    def variance(self, value) -> None:
+        assign_positive(self.raw_variance, value, "GPRN variance")
 
     def split(self, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``f`` ``(..., Q + PQ)`` -> nodes ``(..., Q)``, weights ``(..., P, Q)``."""

@@ -11,7 +11,7 @@ import math
 import torch
 from torch.special import ndtr
 
-from ..parameters import positive_parameter, softplus
+from ..parameters import assign_positive, positive_parameter, softplus
 from .base import Likelihood, register
 
 
@@ -30,7 +30,12 @@ class Laplace(Likelihood):
 
     @property
     def scale(self):
+        """The scale b; assign ``likelihood.scale = value`` to set it."""
         return softplus(self.raw_scale)
+
+    @scale.setter
+    def scale(self, value) -> None:
+        assign_positive(self.raw_scale, value, "Laplace scale")
 
     def log_prob(self, y, f):
         b = self.scale

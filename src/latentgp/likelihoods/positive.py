@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ..parameters import positive_parameter, softplus
+from ..parameters import assign_positive, positive_parameter, softplus
 from .base import Likelihood, register
 
 
@@ -54,7 +54,12 @@ class Gamma(Likelihood):
 
     @property
     def shape(self) -> torch.Tensor:
+        """The gamma shape; assign ``likelihood.shape = value`` to set it."""
         return softplus(self.raw_shape)
+
+    @shape.setter
+    def shape(self, value) -> None:
+        assign_positive(self.raw_shape, value, "Gamma shape")
 
     def validate_targets(self, y, name="y"):
         return _check_open_interval(y, name, type(self).__name__.lower(), None)
@@ -122,7 +127,12 @@ class Beta(Likelihood):
 
     @property
     def precision(self) -> torch.Tensor:
+        """The beta precision; assign ``likelihood.precision = value`` to set it."""
         return softplus(self.raw_precision)
+
+    @precision.setter
+    def precision(self, value) -> None:
+        assign_positive(self.raw_precision, value, "Beta precision")
 
     def validate_targets(self, y, name="y"):
         return _check_open_interval(y, name, "beta", 1.0)

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ..parameters import positive_parameter, softplus
+from ..parameters import assign_positive, positive_parameter, softplus
 from .base import Likelihood, register
 
 
@@ -37,11 +37,21 @@ class StudentT(Likelihood):
 
     @property
     def scale(self):
+        """The scale; assign ``likelihood.scale = value`` to set it."""
         return softplus(self.raw_scale)
+
+    @scale.setter
+    def scale(self, value) -> None:
+        assign_positive(self.raw_scale, value, "StudentT scale")
 
     @property
     def df(self):
+        """The degrees of freedom; assign ``likelihood.df = value`` to set them."""
         return softplus(self.raw_df)
+
+    @df.setter
+    def df(self, value) -> None:
+        assign_positive(self.raw_df, value, "StudentT df")
 
     def log_prob(self, y, f):
         nu, s = self.df, self.scale

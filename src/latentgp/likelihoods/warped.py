@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from ..constants import LOG_2PI
-from ..parameters import positive_parameter, softplus
+from ..parameters import assign_positive, positive_parameter, softplus
 from .base import Likelihood, register
 
 
@@ -70,7 +70,15 @@ class WarpedGaussian(Likelihood):
     # -- the warping ----------------------------------------------------------------
     @property
     def variance(self) -> torch.Tensor:
+        """The noise variance of the warped targets; assign ``likelihood.variance =
+        value`` to set it (above ``min_variance``)."""
         return softplus(self.raw_variance, self.min_variance)
+
+    @variance.setter
+    def variance(self, value) -> None:
+        assign_positive(
+            self.raw_variance, value, "WarpedGaussian variance", lower=self.min_variance
+        )
 
     def warp(self, y: torch.Tensor) -> torch.Tensor:
         """``t(y)``, elementwise."""

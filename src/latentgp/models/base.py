@@ -465,6 +465,13 @@ class GPModel(HyperpriorMixin, nn.Module):
         """Forget cached prediction factors (parameters changed)."""
         self._cache = None
 
+    def complete_fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        """The last pass over the training data after the steps of a fit (validated
+        ``X`` ``(N, D)`` and ``y`` in the data's units), so that the model predicts from
+        its final parameters before the fit's end checks (SparseGP: its posterior
+        statistics; GFITC: EP run to convergence).  Called by the fit engine for data
+        given as arrays.  Default: nothing."""
+
     def initialize(self, X: Any, y: Any, seed: int | None = None) -> GPModel:
         """Build the parameters for data ``(X, y)`` and set their data-dependent initial
         values (inducing inputs, lengthscales, target scaling) without training.

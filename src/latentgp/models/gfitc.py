@@ -90,9 +90,11 @@ class GFITC(InducingEPClassifier):
                 "GFITC's EP evidence is not a sum over data points: it trains full-batch "
                 "only (use SEP(scheme='stochastic') for minibatches)"
             )
-        super().fit(X, y, batch_size=batch_size, **kwargs)
+        return super().fit(X, y, batch_size=batch_size, **kwargs)
+
+    def complete_fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        """The end of a fit: EP run to convergence at the final hyperparameters."""
         self.converge(X, y)
-        return self
 
     # ------------------------------------------------------------------------- EP --
     def _posterior(self, V, d0, tau, nu):

@@ -539,7 +539,7 @@ class SAVIGP(InducingInputs, GPModel):
             self.num_data = int(X.num_rows) if out_of_core else int(self._check_X(X).shape[0])
             if kwargs.get("seed") is not None:
                 # the building fit's seed picks the Monte Carlo stream; later fits continue it
-                self._sample_seed = (int(kwargs["seed"]) + 1) * 1_000_003
+                self._sample_seed = (int(kwargs["seed"]) + 1) * 1_000_003 % 2**63  # torch's range
         kwargs = savigp_fit_options(
             kwargs, num_data=self.num_data, paper_adadelta=paper_adadelta
         )

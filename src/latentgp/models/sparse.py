@@ -180,9 +180,11 @@ class SparseGP(InducingInputs, GPModel):
                 f"differs from N={n}; the objective is not a sum over minibatches "
                 "(use SVGP for minibatch training)"
             )
-        super().fit(X, y, **kwargs)
+        return super().fit(X, y, **kwargs)
+
+    def complete_fit(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        """The end of a fit: :meth:`set_data` on the training data."""
         self.set_data(X, y)
-        return self
 
     # ------------------------------------------------------------------ objective --
 

@@ -19,7 +19,12 @@ from ..inducing import (
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cholesky, solve_lower
-from ..validation import check_choice, check_positive_int, keyword_only_after_first
+from ..validation import (
+    check_choice,
+    check_mean_covariance,
+    check_positive_int,
+    keyword_only_after_first,
+)
 from ..variational import (
     GaussianVariational,
     gaussian_marginals,
@@ -157,6 +162,41 @@ class SVGP(InducingInputs, GPModel):
                 )
             total -= float(self.q.kl(Lzz))
         return total - Xt.shape[0] * self._log_scale_sum()
+
+    # ---------------------------------------------------------- q(u), read and set --
+    def variational_distribution(self) -> tuple[Any, Any]:
+        """q(u) as mean ``(Q, M)`` and covariance ``(Q, M, M)`` numpy arrays, over the
+        inducing values ``u = f(Z)`` (whatever ``whiten`` is), in the units the model
+        trains in: those of the standardised targets when the model standardises them
+        (``y = y_mean + y_scale * f``), else the targets' own."""
+        self._require_built()
+        with torch.no_grad():
+            m, S = self.q.distribution(self.prior_factor())
+        return m.detach().cpu().numpy(), S.detach().cpu().numpy()
+
+    def set_variational_distribution(self, mean: Any, covariance: Any) -> None:
+        """Set q(u) to ``N(mean, covariance)``: mean ``(Q, M)`` (or ``(M,)`` for one
+        latent) and covariance ``(Q, M, M)`` (or ``(M, M)``), symmetric positive
+        semi-definite, over the inducing values ``u = f(Z)`` at the current ``Z`` and
+        kernel, in the units of :meth:`variational_distribution` (the inverse of it).
+
+        With :attr:`Z`, the kernel's ``lengthscale``/``variance`` and the likelihood's
+        parameters (e.g. ``likelihood.variance``) it sets every parameter, so that the
+        model can be evaluated at given values (predictions, :meth:`elbo`) without
+        training.  Set ``Z`` and the kernel first: with ``whiten=True`` q is stored
+        relative to Kzz's Cholesky factor.  ``ValueError`` for a wrong shape, non-finite
+        values, a covariance that is not symmetric positive semi-definite, or (for
+        ``covariance="diag"``) one that is not diagonal in the stored parameterisation.
+        """
+        self._require_built()
+        Q, M = self.q.num_latent, self.q.num_inducing
+        m, S = check_mean_covariance(
+            mean, covariance, num_latent=Q, size=M, name="q(u)", dtype=self.dtype_
+        )
+        with torch.no_grad():
+            Lzz = self.prior_factor()
+        self.q.set_distribution(m.to(self.device_), S.to(self.device_), Lzz)
+        self.clear_prediction_cache()
 
     # ---------------------------------------------------------- optimal q (Gaussian) --
     def set_optimal_variational(self, X, y) -> None:

@@ -32,8 +32,9 @@ from ..io import WriteError, check_writable
 from ..linalg import CholeskyError, JitterWarning
 from ..models.base import GPModel
 from ..rng import seeded_scope
-from ..validation import cap_at_rows, check_positive_int
+from ..validation import cap_at_rows, check_positive_int, check_seed
 from . import distributed as D
+from .diagnostics import diagnose_fit
 from .loop import (
     FitHistory,
     RestoringTask,
@@ -361,6 +362,7 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
     if unknown:
         raise TypeError(f"fit() got unexpected keyword argument(s) {unknown}")
     kw = {**FIT_OPTIONS, **options}
+    kw["seed"] = check_seed(kw["seed"])
     progress, callbacks, seed = kw["progress"], kw["callbacks"], kw["seed"]
     build, streams = plan_builder(model)
     data = _resolve_data(model, X, y, streams)
@@ -404,6 +406,11 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
         )
     model.clear_prediction_cache()
     model.eval()
+    if data.X is not None:
+        model.complete_fit(data.X, data.y)
+    for finding in diagnose_fit(model, data, history):  # degenerate solutions
+        history.events.append(finding)
+        warnings.warn(finding, TrainingWarning, stacklevel=3)
     return model
 
 

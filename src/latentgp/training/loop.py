@@ -40,7 +40,8 @@ SAMPLER_MODES = ("epoch", "always", "none")
 
 
 class TrainingWarning(UserWarning):
-    """Something went wrong during training and was repaired (see ``history_.events``)."""
+    """Something went wrong during training and was repaired, or the fit ended at a
+    degenerate solution (:mod:`latentgp.training.diagnostics`); see ``history_.events``."""
 
 
 @dataclasses.dataclass

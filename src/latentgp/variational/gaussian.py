@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..linalg import logdet_chol, solve_lower
+from ..linalg import cholesky, logdet_chol, solve_lower
 from ..parameters import inv_softplus, softplus
 from ..validation import check_choice
 
@@ -91,6 +91,49 @@ class GaussianVariational(nn.Module):
 
     def mean_and_sqrt(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.q_mu, self.q_sqrt
+
+    def distribution(self, Lzz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean ``(Q, M)`` and covariance ``(Q, M, M)`` of q over the inducing values
+        ``u`` themselves (whitened: ``u = Lzz v``), given ``Lzz`` ``(Q, M, M)`` or
+        ``(M, M)``."""
+        m, R = self.q_mu, self.q_sqrt
+        if self.whiten:
+            L = Lzz.expand(R.shape) if Lzz.ndim == 2 else Lzz
+            m, R = (L @ m[..., None])[..., 0], L @ R
+        return m, R @ R.mT
+
+    def set_distribution(
+        self, mean: torch.Tensor, covariance: torch.Tensor, Lzz: torch.Tensor
+    ) -> None:
+        """Set q to ``N(mean, covariance)`` over the inducing values ``u`` (mean
+        ``(Q, M)``, covariance ``(Q, M, M)`` symmetric positive semi-definite), whatever
+        the parameterisation: whitened, ``v = Lzz^{-1} u`` gets mean ``Lzz^{-1} mean``
+        and covariance ``Lzz^{-1} covariance Lzz^{-T}``.  The factor is the Cholesky
+        factor of that covariance (jitter added only where it is singular).  A diagonal
+        q refuses a covariance that is not diagonal in its parameterisation."""
+        Q, M = self.num_latent, self.num_inducing
+        with torch.no_grad():
+            m = mean.to(self.q_mu).reshape(Q, M)
+            C = covariance.to(self.q_mu).reshape(Q, M, M)
+            if self.whiten:
+                L = (Lzz.expand(Q, M, M) if Lzz.ndim == 2 else Lzz).to(C)
+                m = solve_lower(L, m[..., None])[..., 0]
+                C = solve_lower(L, solve_lower(L, C).mT)
+            C = 0.5 * (C + C.mT)
+            if self.is_diag:
+                d = C.diagonal(dim1=-2, dim2=-1)
+                off = (C - torch.diag_embed(d)).abs().amax()
+                if float(off) > 1e-8 * float(d.abs().amax().clamp_min(1e-300)):
+                    space = "whitened (v = Lzz^-1 u) " if self.whiten else ""
+                    raise ValueError(
+                        "this q(u) has covariance='diag', but the covariance given is not "
+                        f"diagonal in its {space}parameterisation; use covariance='full'"
+                    )
+                self.q_sqrt_raw.copy_(inv_softplus(d.clamp_min(1e-300).sqrt()).to(C))
+            else:
+                R, _ = cholesky(C, "q(u) covariance", jitter=0.0)
+                self.q_sqrt_raw.copy_(R)
+            self.q_mu.copy_(m)
 
 
 def gaussian_kl(q_mu: torch.Tensor, q: GaussianVariational, Lzz: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,7 @@ from torch import nn
 from ...constants import LOG_2PI
 from ...inducing import initial_inducing
 from ...likelihoods import Gaussian
-from ...parameters import inv_softplus, softplus
+from ...parameters import column_unit, inv_softplus, softplus
 from ...validation import check_positive_int, keyword_only_after_first
 from ...variational import GaussianVariational, gaussian_marginals
 from ..base import GPModel, register_model
@@ -146,9 +146,32 @@ class SLGP(ModulatedGP):
         self.post_net = MLP(Dx + P, self.hidden, 2 * Dw, self.dtype_)
         self.encoder = MLP(Dx + Dw, self.hidden, 2 * Dh, self.dtype_)
         self.raw_nu0 = nn.Parameter(inv_softplus(self.nu0_init).to(self.dtype_))
+        # the networks, the encodings and the GP see standardised inputs (set from the
+        # training data): the model is then invariant to shifting and scaling X
+        self.register_buffer("input_offset", torch.zeros(Dx, dtype=self.dtype_))
+        self.register_buffer("input_scale", torch.ones(Dx, dtype=self.dtype_))
         self.to(dtype=self.dtype_, device=self.device_)
 
+    @classmethod
+    def upgrade_state(cls, state: dict, expected: dict | None = None) -> dict:
+        """Files written before the inputs were standardised have no ``input_offset`` /
+        ``input_scale``: 0 and 1 reproduce them exactly."""
+        if expected is None:
+            return state
+        fill = {"input_offset": torch.zeros_like, "input_scale": torch.ones_like}
+        missing = {k: f(expected[k]) for k, f in fill.items() if k in expected and k not in state}
+        return {**state, **missing} if missing else state
+
+    def standardize_inputs(self, X: torch.Tensor) -> torch.Tensor:
+        """``(X - input_offset) / input_scale``: the inputs as the networks and the GP see
+        them (column means and spreads of the training inputs)."""
+        return (X - self.input_offset) / self.input_scale
+
     def _init_from_data(self, X, y):
+        with torch.no_grad():
+            self.input_offset.copy_(X.mean(0))
+            self.input_scale.copy_(column_unit(X))
+        X = self.standardize_inputs(X)
         g = torch.Generator(device="cpu")
         g.manual_seed(0)
         w0 = torch.randn(X.shape[0], self.latent_dim, generator=g).to(X)
@@ -201,6 +224,7 @@ class SLGP(ModulatedGP):
         """Per-point value of the bound (without the KL of q(u)), ``(B,)``."""
         S = num_samples or self.num_samples
         y2 = y.reshape(X.shape[0], -1)
+        X = self.standardize_inputs(X)
         mu_p, var_p = self._w_prior(X)
         mu_q, var_q = self._w_post(X, y2)
         eps = torch.randn((S,) + tuple(mu_q.shape), dtype=X.dtype, device=X.device)
@@ -229,6 +253,7 @@ class SLGP(ModulatedGP):
         K = K or self.num_predict_samples
         gen = torch.Generator(device="cpu")
         gen.manual_seed(seed)
+        X = self.standardize_inputs(X)
         mu_p, var_p = self._w_prior(X)
         e1 = torch.randn((K,) + tuple(mu_p.shape), generator=gen).to(X)
         w = mu_p + var_p.sqrt() * e1
@@ -331,5 +356,5 @@ class SLGP(ModulatedGP):
         """Mean and variance ``(N, Dw)`` of the prior p(w | x) of the latent input."""
         self._require_built()
         with torch.no_grad():
-            mu, var = self._w_prior(self._check_X(X))
+            mu, var = self._w_prior(self.standardize_inputs(self._check_X(X)))
         return mu.cpu().numpy(), var.cpu().numpy()
