@@ -588,3 +588,25 @@ def test_a_crafted_checkpoint_is_refused_before_it_is_hashed(folder):
     torch.save(dict(payload, loop=_nested(200)), folder / "deep.ckpt")
     with pytest.raises(ValueError, match="deep.ckpt: record 'loop' nests containers more than"):
         load_checkpoint(folder / "deep.ckpt")
+
+
+@pytest.mark.parametrize("edit", ["integers", "shape"])
+def test_a_self_consistent_crafted_checkpoint_is_refused_before_loading(edit, tmp_path):
+    """A checkpoint whose checksums were recomputed after its tensors were changed passes
+    the integrity check; resuming from it compares every tensor with the run's own (shape
+    and dtype) before loading any: integers were cast silently, a wrong shape failed
+    deep inside torch."""
+    from latentgp.io import record_digests
+
+    X, y = data()
+    path = tmp_path / "run.ckpt"
+    lg.SVGP(num_inducing=3).fit(X, y, max_steps=2, progress=False, seed=0, checkpoint=path)
+    state = torch.load(path, weights_only=True)
+    state.pop("checksums")
+    mu = state["model"]["q.q_mu"]
+    state["model"]["q.q_mu"] = mu.round().long() if edit == "integers" else mu[:, :2].clone()
+    state["checksums"] = record_digests(state)
+    torch.save(state, path)
+    with pytest.raises(ValueError, match=r"run.ckpt: record /model/q.q_mu is"):
+        lg.SVGP(num_inducing=3).fit(X, y, max_steps=4, progress=False, seed=0,
+                                     checkpoint=path, resume=True)

@@ -409,6 +409,29 @@ class _Convergence:
         self.calm = int(loop["calm"])
 
 
+def check_matching_state(expected: Any, found: Any, where: str, path: str = "") -> None:
+    """Refuse a checkpoint whose tensors differ in shape or dtype from the ones the run
+    holds at the same place (``expected``: the task's own ``state_dict()``), before any is
+    loaded: ``load_state_dict`` would cast integers to floats silently and fail on a
+    shape deep inside torch.  Places that only one side has are left to the task."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(found, torch.Tensor):
+            raise ValueError(f"{where}: record {path or '/'} is not a tensor")
+        if found.dtype != expected.dtype or tuple(found.shape) != tuple(expected.shape):
+            raise ValueError(
+                f"{where}: record {path} is {str(found.dtype).replace('torch.', '')} "
+                f"{tuple(found.shape)}, but this run has "
+                f"{str(expected.dtype).replace('torch.', '')} {tuple(expected.shape)}; "
+                "delete the checkpoint to start afresh"
+            )
+    elif isinstance(expected, dict) and isinstance(found, dict):
+        for key in expected.keys() & found.keys():
+            check_matching_state(expected[key], found[key], where, f"{path}/{key}")
+    elif isinstance(expected, (list, tuple)) and isinstance(found, (list, tuple)):
+        for i, (e, f) in enumerate(zip(expected, found, strict=False)):
+            check_matching_state(e, f, where, f"{path}/{i}")
+
+
 def _resume(
     checkpoint: str | os.PathLike,
     fingerprint: dict[str, Any],
@@ -425,7 +448,14 @@ def _resume(
             f"checkpoint {checkpoint} belongs to a different run "
             f"({ck.get('fingerprint')}), not this one ({fingerprint})"
         )
-    task.load_state_dict(ck)
+    check_matching_state(task.state_dict(), ck, f"checkpoint {checkpoint}")
+    try:
+        task.load_state_dict(ck)
+    except (RuntimeError, KeyError, TypeError, IndexError) as err:
+        raise ValueError(
+            f"checkpoint {checkpoint} does not fit this model and run "
+            f"({type(err).__name__}: {err}); delete it to start afresh"
+        ) from None
     sampler.load(ck["sampler"])
     torch.set_rng_state(ck["torch_rng"])
     step = int(ck["step"])
