@@ -134,22 +134,25 @@ class Likelihood(nn.Module):
         return score_function(lambda f: self.log_prob(y, f), mean, var, eps)
 
     def predictive_log_density(
-        self, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, num_samples: int = 1000
+        self, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
+        num_samples: int | None = None,
     ) -> torch.Tensor:
         """``log E_{q(f_n)}[p(y_n | f_n)]`` per point, shape ``(N,)``.
 
         One latent: quadrature centred on the integrand (:meth:`adaptive_log_density`),
         accurate to about 1e-7 nats even when q(f) is much wider than the likelihood;
-        several latents: ``num_samples`` Monte Carlo draws from a fixed seed
-        (relative error about ``1 / sqrt(num_samples)`` of the density's spread).
+        several latents: ``num_samples`` Monte Carlo draws from a fixed seed (default
+        ``config.num_predictive_samples``, else 1000; relative error about
+        ``1 / sqrt(num_samples)`` of the density's spread).
         """
         if self.latent_dim == 1:
             return self.adaptive_log_density(y, mean, var)
-        f = self._mc_points(mean, var, num_samples, fixed=True)
+        S = num_samples or get_config().num_predictive_samples or 1000
+        f = self._mc_points(mean, var, S, fixed=True)
         return torch.logsumexp(self.log_prob(y, f), dim=0) - math.log(f.shape[0])
 
     def adaptive_log_density(
-        self, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, n: int = 128
+        self, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, n: int | None = None
     ) -> torch.Tensor:
         """``log int p(y | f) N(f | mean, var) df`` by quadrature centred on the integrand.
 
@@ -163,9 +166,10 @@ class Likelihood(nn.Module):
         cuts q off (a zero count) are both integrated: against adaptive reference
         quadrature the Poisson log density is within 1e-7 nats over means -5..5,
         variances 0.01..50 and counts 0..40 with the default ``n = 128`` (1e-4 with 64);
-        ``n`` is the knob.  Likelihoods that are not differentiable centre the nodes on
-        q(f) itself.
+        ``n`` is the knob (default ``config.num_quadrature_nodes``).  Likelihoods that are
+        not differentiable centre the nodes on q(f) itself.
         """
+        n = n or get_config().num_quadrature_nodes
         var = var.clamp_min(1e-300)
         sd = var.sqrt()
         if self.differentiable:
@@ -247,7 +251,7 @@ class Likelihood(nn.Module):
             m = (w * mu).sum(0)
             v = (w * (self.conditional_variance(f) + mu**2)).sum(0) - m**2
             return m, v.clamp_min(0)
-        f = self._mc_points(mean, var, 256, fixed=True)
+        f = self._mc_points(mean, var, get_config().num_predictive_samples or 256, fixed=True)
         mu = self.conditional_mean(f)
         m = mu.mean(0)
         v = (self.conditional_variance(f) + mu**2).mean(0) - m**2
