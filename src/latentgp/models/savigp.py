@@ -245,7 +245,7 @@ class SAVIGP(InducingInputs, GPModel):
 
     def _default_fit_args(self, N):
         batch = N if (self.dense or self.parameterization == "lambda") else min(N, 1024)
-        return {"optimizer": "adam", "lr": 0.01, "batch_size": batch, "max_steps": 1000}
+        return {"optimizer": "adam", "lr": 0.01, "batch_size": batch}
 
     def resolved_estimator(self) -> str | None:
         """The gradient estimator in use: ``estimator`` if given, else ``"reparam"`` for a

@@ -435,12 +435,11 @@ class SEP(InducingEPClassifier):
     # ------------------------------------------------------------------ training --
     def _default_fit_args(self, N: int) -> dict[str, Any]:
         if self.scheme == "batch":
-            return {"optimizer": "sign", "lr": 0.2, "batch_size": N, "max_steps": 250}
+            return {"optimizer": "sign", "lr": 0.2, "batch_size": N}
         return {
             "optimizer": "adadelta",
             "lr": 1.0,
             "batch_size": min(N, self.num_inducing),
-            "max_steps": 1000,
         }
 
     def _grad_step(self, F: torch.Tensor, opt, params, scale: float, reduce: Any) -> bool:
