@@ -4,7 +4,9 @@ They follow scikit-learn's conventions (``fit`` / ``predict`` / ``predict_proba`
 ``score``, parameters in ``__init__`` only, fitted attributes ending in ``_``) and work in
 ``Pipeline``, ``GridSearchCV`` and ``cross_val_score``.  Inputs are standardised inside
 the estimator.  Each picks a method by default: the exact GP for small Gaussian
-regression problems, SVGP otherwise.
+regression problems, the collapsed sparse GP (VFE) for larger ones, SVGP otherwise.  Without
+``epochs``/``max_steps`` every fit trains until converged (the rule of
+:mod:`latentgp.training.convergence`).
 
     from latentgp.sklearn import GPRegressor
     mean, std = GPRegressor().fit(X, y).predict(X_test, return_std=True)
@@ -23,7 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import likelihoods as L
 from .data.standardize import Standardizer
-from .models import SVGP, ExactGP
+from .models import SVGP, ExactGP, SparseGP
 from .validation import check_positive_float, check_positive_int
 
 __all__ = ["GPRegressor", "GPClassifier", "GPCountRegressor"]
@@ -58,16 +60,12 @@ class _GPBase(BaseEstimator):
     def _fit_svgp(self, model: SVGP, X: np.ndarray, y: np.ndarray) -> None:
         n = X.shape[0]
         batch = min(int(self.batch_size), n)
-        epochs = self.epochs
-        max_steps = self.max_steps
-        if epochs is None and max_steps is None:
-            max_steps = 1500
-        model.fit(
+        model.fit(  # no epochs/max_steps: until converged
             X,
             y,
             batch_size=batch,
-            epochs=epochs,
-            max_steps=max_steps,
+            epochs=self.epochs,
+            max_steps=self.max_steps,
             lr=self.lr,
             seed=self.random_state,
             progress=self.progress,
@@ -87,12 +85,15 @@ class GPRegressor(RegressorMixin, _GPBase):
 
     Parameters
     ----------
-    method: ``"auto"`` (exact GP for ``n <= max_exact`` with a Gaussian likelihood, SVGP
-        otherwise), ``"exact"`` or ``"svgp"``.
+    method: ``"auto"`` (with a Gaussian likelihood the exact GP for ``n <= max_exact`` and
+        the collapsed sparse GP ``"vfe"`` above, which fits better than SVGP there:
+        docs/results/defaults.md; SVGP for other likelihoods), ``"exact"``, ``"vfe"`` or
+        ``"svgp"``.
     kernel: kernel name or :class:`latentgp.kernels.Kernel`.
     likelihood: ``"gaussian"``, ``"studentt"`` or ``"laplace"`` (the last two need SVGP).
-    num_inducing: M for SVGP.  max_exact: largest n fitted exactly by ``"auto"``.
-    epochs, max_steps, batch_size, lr: SVGP training budget (default 1500 Adam steps).
+    num_inducing: M for VFE and SVGP.  max_exact: largest n fitted exactly by ``"auto"``.
+    epochs, max_steps: a training budget (default None: until converged; for SVGP, or the
+        L-BFGS steps of the exact GP and VFE).  batch_size, lr: SVGP's Adam settings.
     random_state: seed.  dtype: ``"float64"`` or ``"float32"``.  device: torch device.
     """
 
@@ -131,21 +132,27 @@ class GPRegressor(RegressorMixin, _GPBase):
         Xs = self._standardise_fit(X)
         n = X.shape[0]
         method = self.method
-        if method not in ("auto", "exact", "svgp"):
-            raise ValueError(f"method must be 'auto', 'exact' or 'svgp', got {method!r}")
+        if method not in ("auto", "exact", "vfe", "svgp"):
+            raise ValueError(
+                f"method must be 'auto', 'exact', 'vfe' or 'svgp', got {method!r}"
+            )
         lik = L.likelihood_from_name(self.likelihood)
         if method == "auto":
             gaussian = isinstance(lik, L.Gaussian)
-            method = "exact" if (gaussian and n <= self.max_exact) else "svgp"
+            method = ("exact" if n <= self.max_exact else "vfe") if gaussian else "svgp"
         if n < 2:
             raise ValueError(f"GPRegressor needs at least 2 samples, got n_samples = {n}")
-        if method == "exact":
-            model = ExactGP(
-                kernel=self.kernel, likelihood=lik, device=self.device, dtype=self._dtype()
-            )
-            model.fit(
-                Xs, y, max_steps=100, tol=1e-7, seed=self.random_state, progress=self.progress
-            )
+        if method in ("exact", "vfe"):
+            common = {"kernel": self.kernel, "likelihood": lik, "device": self.device,
+                      "dtype": self._dtype()}
+            if method == "exact":
+                model = ExactGP(**common)
+            else:
+                check_positive_int(self.num_inducing, "num_inducing")
+                model = SparseGP(method="vfe", num_inducing=min(int(self.num_inducing), n),
+                                 **common)
+            model.fit(Xs, y, epochs=self.epochs, max_steps=self.max_steps,
+                      seed=self.random_state, progress=self.progress)
         else:
             model = self._make_svgp(lik, n)
             self._fit_svgp(model, Xs, y)
