@@ -291,6 +291,8 @@ def run_loop(
                     task.take_snapshot()
             step += 1
             in_flight = False
+            # the rule's window closes before any checkpoint of this step is written
+            converged = conv.end_of_step(step)
             bar.update(1, items=sampler.B, objective=(value + objective_offset) * objective_scale)
             now = time.perf_counter()
             if checkpoint is not None and _checkpoint_due(
@@ -308,7 +310,7 @@ def run_loop(
             if any(cb(info) for cb in callbacks):
                 history.stopped = history.reason = "callback"
                 break
-            if conv.end_of_step(step):
+            if converged:
                 history.stopped = (f"converged (relative change < {tol:g})" if rule is None
                                    else f"converged at step {step}")
                 history.reason = "tol" if rule is None else "converged"
