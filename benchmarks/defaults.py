@@ -200,13 +200,20 @@ DIAGNOSES: dict[tuple[str, str], str] = {}
 
 def notes(rows: list[dict[str, Any]]) -> str:
     missed = [r for r in rows if not r["meets"]]
-    if not missed:
-        return "\nEvery row meets the target.\n"
-    lines = ["", "Rows that miss the target:", ""]
+    lines = [""]
+    if missed:
+        lines += ["Rows that miss the target:", ""]
+    else:
+        lines.append("Every row run meets the target.")
     for r in missed:
         why = DIAGNOSES.get((r["set"], r["model"]), "not diagnosed yet")
         lines.append(f"- {r['set']}, {r['model']}: gap {r['gap']:+.3f} nats, time ratio "
                      f"{r['time_ratio']:.2f}. {why}")
+    done = {(r["set"], r["model"]) for r in rows}
+    absent = [f"{s} ({lab})" for s, lab, _ in RUNS if (s, lab) not in done]
+    if absent:
+        lines += ["", "Not in this run (the run was cut short; run "
+                  "`benchmarks/defaults.py --only SET` to add them): " + ", ".join(absent) + "."]
     return "\n".join(lines) + "\n"
 
 

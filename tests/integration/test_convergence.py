@@ -122,7 +122,7 @@ def test_default_svgp_fit_converges_like_a_long_run():
     assert h.steps < h.convergence["ceiling"] == 3000
     assert h.convergence["kind"] == "stochastic" and h.convergence["window"] == 50
     assert h.convergence["change"] < h.convergence["bound"]
-    long = lg.SVGP(num_inducing=10).fit(X, y, batch_size=50, max_steps=3 * h.steps, seed=0,
+    long = lg.SVGP(num_inducing=10).fit(X, y, batch_size=50, max_steps=2 * h.steps, seed=0,
                                         progress=False)
     assert _nlpd(m, Xt, yt) == pytest.approx(_nlpd(long, Xt, yt), abs=0.03)
 
