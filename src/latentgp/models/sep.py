@@ -115,7 +115,8 @@ class SEP(InducingEPClassifier):
     Fit to inputs ``X`` ``(N, D)`` and labels ``y`` in {0, 1} ``(N,)``.
 
     Batch scheme: one step = one sweep over all sites + one hyperparameter step
-    (``epochs`` = ``max_steps`` = sweeps; default 250, the seed's budget).  Stochastic
+    (``epochs`` = ``max_steps`` = sweeps; default: until converged, see
+    :mod:`latentgp.training.convergence`; the seed ran 250).  Stochastic
     scheme: one step = one minibatch; ``epochs=E`` takes ``E * ceil(N / batch_size)``
     steps.  ``optimizer``: ``"sign"`` (seed's batch rule, default for batch),
     ``"adadelta"`` (default for stochastic, lr 1), ``"adam"``, ``"sgd"``;
