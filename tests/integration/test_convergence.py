@@ -221,3 +221,41 @@ def test_default_fit_resumed_mid_window_equals_uninterrupted(tmp_path):
     assert h.objective == r.objective and h.convergence == r.convergence
     for a, b in zip(resumed.state_dict().values(), ref.state_dict().values(), strict=True):
         assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------------ front ends --
+def test_gp_regressor_picks_exact_then_vfe_and_trains_until_converged():
+    from latentgp.sklearn import GPRegressor
+
+    X, y = reg_data(n=80)
+    small = GPRegressor(max_exact=100).fit(X, y)
+    large = GPRegressor(max_exact=50, num_inducing=10).fit(X, y)
+    assert small.method_ == "exact" and isinstance(small.model_, lg.ExactGP)
+    assert large.method_ == "vfe" and isinstance(large.model_, lg.SparseGP)
+    assert large.model_.method == "vfe" and large.model_.num_inducing == 10
+    for est in (small, large):
+        assert est.model_.history_.reason == "converged"
+    budget = GPRegressor(max_exact=50, num_inducing=10, max_steps=3).fit(X, y)
+    assert budget.model_.history_.reason == "budget" and budget.model_.history_.steps == 3
+
+
+def test_cli_fit_without_a_budget_passes_none_and_a_budget_as_given():
+    """``latentgp fit`` without --epochs/--max-steps hands ``fit`` no budget (it ran 20
+    epochs); with them, the budget as before."""
+    import argparse
+
+    from latentgp.cli.fit import fit_kwargs
+    from latentgp.cli.models import MODEL_BUILDERS
+
+    def args(**kw):
+        base = dict(optimizer=None, lr=None, seed=0, progress=False, batch_size=None,
+                    epochs=None, max_steps=None, checkpoint=None, resume=False)
+        return argparse.Namespace(**{**base, **kw})
+
+    for name, builder in MODEL_BUILDERS.items():
+        kw = fit_kwargs(args(), builder, 500)
+        assert "epochs" not in kw and "max_steps" not in kw, name
+    svgp = MODEL_BUILDERS["svgp"]
+    assert fit_kwargs(args(epochs=5), svgp, 500)["epochs"] == 5
+    assert fit_kwargs(args(max_steps=7), svgp, 500)["max_steps"] == 7
+    assert fit_kwargs(args(epochs=5, max_steps=7), svgp, 500)["max_steps"] == 5  # 5 epochs

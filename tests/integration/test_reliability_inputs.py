@@ -517,7 +517,7 @@ CASES: list[Case] = [
         "unknown method",
         lambda d: api(lambda: _sk().GPRegressor(method="nope").fit(X0, Y0)),
         "ValueError",
-        "method must be 'auto', 'exact' or 'svgp', got 'nope'",
+        "method must be 'auto', 'exact', 'vfe' or 'svgp', got 'nope'",
     ),
     # ---------------------------------------------------------------- CLI
     Case(
