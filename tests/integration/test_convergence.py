@@ -113,6 +113,7 @@ def test_default_exact_fit_converges_like_a_long_run():
     assert _nlpd(m, Xt, yt) == pytest.approx(_nlpd(long, Xt, yt), abs=1e-4)
 
 
+@pytest.mark.slow
 def test_default_svgp_fit_converges_like_a_long_run():
     X, y = reg_data(n=150)
     Xt, yt = reg_data(n=200, seed=5)
