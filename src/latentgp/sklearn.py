@@ -5,7 +5,9 @@ They follow scikit-learn's conventions (``fit`` / ``predict`` / ``predict_proba`
 ``Pipeline``, ``GridSearchCV`` and ``cross_val_score``.  Inputs are standardised inside
 the estimator.  Each picks a method by default: for Gaussian regression the exact GP
 for small problems and Titsias' VFE up to 100,000 rows (the user guide's table), SVGP
-otherwise.
+otherwise.  Without
+``epochs``/``max_steps`` every fit trains until converged (the rule of
+:mod:`latentgp.training.convergence`).
 
     from latentgp.sklearn import GPRegressor
     mean, std = GPRegressor().fit(X, y).predict(X_test, return_std=True)
@@ -77,16 +79,12 @@ class _GPBase(BaseEstimator):
         )
 
     def _fit_svgp(self, model: SVGP, X: np.ndarray, y: np.ndarray) -> None:
-        epochs = self.epochs
-        max_steps = self.max_steps
-        if epochs is None and max_steps is None:
-            max_steps = 1500
-        model.fit(
+        model.fit(  # no epochs/max_steps: until converged
             X,
             y,
             batch_size=self.batch_size,
-            epochs=epochs,
-            max_steps=max_steps,
+            epochs=self.epochs,
+            max_steps=self.max_steps,
             lr=self.lr,
             seed=self.random_state,
             progress=self.progress,
@@ -146,9 +144,9 @@ class GPRegressor(RegressorMixin, _GPBase):
     likelihood: ``"gaussian"``, ``"studentt"`` or ``"laplace"`` (the last two need SVGP).
     num_inducing: M for VFE and SVGP.  max_exact, max_vfe: the sizes where ``"auto"``
         changes method.
-    epochs, max_steps, batch_size, lr: SVGP training budget (default 1500 Adam steps;
-        ``batch_size=None``: the model's default, min(N, 1024)); ``epochs`` /
-        ``max_steps`` also bound VFE's L-BFGS iterations (default: the model's).  A
+    epochs, max_steps, batch_size, lr: a training budget (default None: until converged;
+        for SVGP, or the L-BFGS steps of the exact GP and VFE) and SVGP's Adam settings
+        (``batch_size=None``: the model's default, min(N, 1024)).  A
         ``num_inducing`` or ``batch_size`` above the N training rows means N, with a
         :class:`~latentgp.SizeCappedWarning` (the rule of every front end).
     random_state: seed.  dtype: ``"float64"`` or ``"float32"``.  device: torch device.
@@ -199,9 +197,8 @@ class GPRegressor(RegressorMixin, _GPBase):
         common = {"kernel": self.kernel, "device": self.device, "dtype": self._dtype()}
         if method == "exact":
             model = ExactGP(likelihood=lik, **common)
-            model.fit(
-                Xs, y, max_steps=100, tol=1e-7, seed=self.random_state, progress=self.progress
-            )
+            model.fit(Xs, y, epochs=self.epochs, max_steps=self.max_steps,
+                      seed=self.random_state, progress=self.progress)
         elif method == "vfe":
             M = check_positive_int(self.num_inducing, "num_inducing")
             model = SparseGP("vfe", num_inducing=M, likelihood=lik, **common)

@@ -60,7 +60,8 @@ from latentgp.cli.models import (
 EPILOG = """\
 examples:
   latentgp fit --data boston --out boston.pt --metrics boston.json
-  latentgp fit --data uci/kin40k --split 3 --inducing 512 --epochs 50 --lr 0.01
+  latentgp fit --data uci/kin40k --split 3 --inducing 512 --lr 0.01
+  latentgp fit --data boston --epochs 50    # a fixed budget instead of the convergence rule
   latentgp fit --data measurements.csv --target yield --test-fraction 0.2 --out m.pt
   latentgp fit --data train.csv --test-data test.csv --model exact --json
   latentgp fit --data pima                  # binary task: bernoulli likelihood chosen
@@ -558,10 +559,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
         "--epochs",
         type=positive_int,
         metavar="E",
-        help="passes over the data (default 20 for svgp; exact: 200 L-BFGS steps)",
+        help="passes over the data (default: train until converged, see 'stop' in the "
+        "report)",
     )
     g.add_argument(
-        "--max-steps", type=positive_int, metavar="S", help="cap on the number of optimiser steps"
+        "--max-steps", type=positive_int, metavar="S",
+        help="cap on the number of optimiser steps (default: until converged)",
     )
     g.add_argument(
         "--lr",

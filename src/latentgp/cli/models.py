@@ -35,7 +35,8 @@ class ModelBuilder:
     build: ``build(args, likelihood) -> GPModel`` (unfitted).
     optimizer, lr: defaults when ``--optimizer`` / ``--lr`` are not given (``None``: the
         model class's ``default_optimizer`` / ``default_lr``, see :meth:`fit_defaults`).
-    epochs: default number of epochs (``None``: the model's own default step budget).
+    epochs: default number of epochs (``None``, the default: train until the model's
+        convergence rule stops it, see :mod:`latentgp.training.convergence`).
     minibatch: whether ``--batch-size`` applies (otherwise training is full-batch).
     max_train: largest training set accepted (``None``: the model class's own limit, see
         :meth:`training_limit`).
@@ -52,7 +53,7 @@ class ModelBuilder:
     build: Callable[[argparse.Namespace, Any], Any]
     optimizer: str | None = None
     lr: float | None = None
-    epochs: int | None = 20
+    epochs: int | None = None
     minibatch: bool = True
     max_train: int | None = None
     too_large_hint: str = ""
@@ -137,9 +138,9 @@ def register_model_builder(builder: ModelBuilder) -> ModelBuilder:
     return builder
 
 
-#: Training of the full-batch models: the model's own step budget (and its optimiser,
-#: L-BFGS, from the class's ``default_optimizer``).
-_FULL_BATCH: dict[str, Any] = {"epochs": None, "minibatch": False}
+#: Training of the full-batch models (their optimiser, L-BFGS, from the class's
+#: ``default_optimizer``).
+_FULL_BATCH: dict[str, Any] = {"minibatch": False}
 _REGRESSION = {"likelihoods": ("Gaussian",), "requirement": "is for regression (Gaussian noise)"}
 _PROBIT = {"likelihoods": ("Bernoulli",), "requirement": "is a binary (probit) classifier"}
 

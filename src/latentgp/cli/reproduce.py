@@ -155,6 +155,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             ("docs/results/exact_gp.md",),
             results_dir=("--out", "exact_gp.md"),
         ),
+        Experiment(
+            "defaults",
+            "defaults.py",
+            "issue 30: each family's default fit (until converged) against a tuned run, on "
+            "real sets (--quick: mcycle only)",
+            ("docs/results/defaults.md",),
+            results_dir=("--out", "defaults.md"),
+        ),
     )
 }
 

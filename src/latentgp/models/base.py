@@ -392,6 +392,10 @@ class GPModel(HyperpriorMixin, nn.Module):
         """Fit to inputs ``X`` ``(N, D)`` and targets ``y`` ``(N,)`` (or ``(N, P)``), or to an
         out-of-core source ``fit(lg.datasets.ShardedArrays(path), batch_size=...)``.
 
+        Without ``epochs``/``max_steps`` training runs until converged (the rule of
+        :mod:`latentgp.training.convergence`, under a step ceiling proportional to the
+        data; ``history_.reason`` says why it stopped, and reaching the ceiling
+        unconverged warns).
         ``epochs=E`` takes exactly ``E * ceil(N / batch_size)`` optimiser steps.  Without
         ``batch_size`` the model's default applies (SVGP: min(N, 1024)), except that
         ``optimizer="lbfgs"``, a full-batch method, always uses all N points.  Calling
@@ -420,7 +424,9 @@ class GPModel(HyperpriorMixin, nn.Module):
     # behind them (``_default_fit_args``, ``_initialize``, ...).
     def fit_defaults(self, N: int) -> dict[str, Any]:
         """The model's defaults for a fit on ``N`` points: ``optimizer``, ``lr`` and
-        optionally ``batch_size``, ``max_steps``, ``tol``."""
+        optionally ``batch_size`` and overrides of the convergence rule of a fit without a
+        budget (``"convergence"``, ``"ceiling"``: see
+        :mod:`latentgp.training.convergence`)."""
         return dict(self._default_fit_args(N))
 
     def check_training_data(self, X: Any, y: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -94,7 +94,7 @@ class ExactGP(GPModel):
         return {**super()._build_args(), "num_data": int(self.X_train.shape[0])}
 
     def _default_fit_args(self, N):
-        return {"optimizer": "lbfgs", "lr": 1.0, "max_steps": 200, "tol": 1e-9}
+        return {"optimizer": "lbfgs", "lr": 1.0}
 
     def _validate_sizes(self, N: int) -> None:
         if N > self.max_num_data:

@@ -80,7 +80,7 @@ class GFITC(InducingEPClassifier):
         return cfg
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
-        return {"optimizer": "lbfgs", "lr": 1.0, "batch_size": N, "max_steps": 250}
+        return {"optimizer": "lbfgs", "lr": 1.0, "batch_size": N}
 
     def fit(self, X, y, *, batch_size=None, **kwargs) -> GFITC:
         """Fit with the shared loop (full batch; see :meth:`GPModel.fit`)."""

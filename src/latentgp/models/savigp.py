@@ -206,8 +206,7 @@ class SAVIGP(InducingInputs, GPModel):
 
     def _default_fit_args(self, N):
         full = self.dense or self.posterior.parameterization == "lambda"
-        batch = N if full else min(N, 1024)
-        return {"optimizer": "adam", "lr": 0.01, "batch_size": batch, "max_steps": 1000}
+        return {"optimizer": "adam", "lr": 0.01, "batch_size": N if full else min(N, 1024)}
 
     def resolved_estimator(self) -> str | None:
         """The gradient estimator in use: ``estimator.method`` if given, else ``"reparam"``

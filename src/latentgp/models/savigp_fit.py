@@ -72,12 +72,12 @@ def fit_alternating(
             cur = history.objective[-1] if history.objective else None
             if cur is not None and prev is not None:
                 if abs(cur - prev) <= global_tol * max(abs(prev), 1.0):
-                    history.stopped = "converged (global loop)"
+                    history.stopped, history.reason = "converged (global loop)", "tol"
                     break
             prev = cur
     finally:
         for p in everything:
             p.requires_grad_(True)
     if history is not None and not history.stopped.startswith("converged"):
-        history.stopped = "global iteration budget reached"
+        history.stopped, history.reason = "global iteration budget reached", "budget"
     model.history_ = history

@@ -103,7 +103,8 @@ class SEP(InducingEPClassifier):
     Fit to inputs ``X`` ``(N, D)`` and labels ``y`` in {0, 1} ``(N,)``.
 
     Batch scheme: one step = one sweep over all sites + one hyperparameter step
-    (``epochs`` = ``max_steps`` = sweeps; default 250, the seed's budget).  Stochastic
+    (``epochs`` = ``max_steps`` = sweeps; default: until converged, see
+    :mod:`latentgp.training.convergence`; the seed ran 250).  Stochastic
     scheme: one step = one minibatch; ``epochs=E`` takes ``E * ceil(N / batch_size)``
     steps.  ``optimizer``: ``"sign"`` (seed's batch rule, default for batch),
     ``"adadelta"`` (default for stochastic, lr 1), ``"adam"``, ``"sgd"``;
@@ -445,12 +446,11 @@ class SEP(InducingEPClassifier):
     # ------------------------------------------------------------------ training --
     def _default_fit_args(self, N: int) -> dict[str, Any]:
         if self.scheme == "batch":
-            return {"optimizer": "sign", "lr": 0.2, "batch_size": N, "max_steps": 250}
+            return {"optimizer": "sign", "lr": 0.2, "batch_size": N}
         return {
             "optimizer": "adadelta",
             "lr": 1.0,
             "batch_size": min(N, self.num_inducing),
-            "max_steps": 1000,
         }
 
     @staticmethod

@@ -158,7 +158,7 @@ class SparseGP(InducingInputs, GPModel):
         )
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
-        return {"optimizer": "lbfgs", "lr": 1.0, "max_steps": 200, "tol": 1e-9}
+        return {"optimizer": "lbfgs", "lr": 1.0}
 
     def _validate_sizes(self, N: int) -> None:
         check_inducing_sizes(self._init_Z, self.num_inducing, N, self.input_dim)

@@ -92,7 +92,7 @@ class SVGP(InducingInputs, GPModel):
         return cfg
 
     def _default_fit_args(self, N):
-        return {"optimizer": "adam", "lr": 0.01, "batch_size": min(N, 1024), "max_steps": 2000}
+        return {"optimizer": "adam", "lr": 0.01, "batch_size": min(N, 1024)}
 
     # ------------------------------------------------------------------ building --
     def _build(self, input_dim: int, output_dim: int) -> None:

@@ -34,6 +34,7 @@ from ..models.base import GPModel
 from ..rng import seeded_scope
 from ..validation import cap_at_rows, check_positive_int, check_seed
 from . import distributed as D
+from .convergence import default_ceiling, default_rule
 from .diagnostics import diagnose_fit
 from .loop import (
     FitHistory,
@@ -252,9 +253,8 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
         # L-BFGS is a full-batch method: asking for it without a batch size means all N
         # points, whatever minibatch size the model would pick for its default optimiser.
         batch_size = N if optimizer == "lbfgs" else defaults.get("batch_size", N)
-    if epochs is None and max_steps is None:
-        max_steps = defaults.get("max_steps", 1000)
-    tol = defaults.get("tol") if kw["tol"] is None else kw["tol"]
+    # no budget: the plan's total is replaced by the automatic rule's ceiling (fit)
+    tol = kw["tol"]
     return FitOptions(
         batch_size=int(batch_size),
         batch_size_given=given,
@@ -332,6 +332,24 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     return make_plan(model, task, sampler, opts, reduce)
 
 
+def _automatic_stop(plan: FitPlan, opts: FitOptions, tol: float | None) -> tuple[Any, int]:
+    """The convergence rule and step ceiling of a fit without a budget (``epochs`` and
+    ``max_steps`` both None): the rule of :mod:`latentgp.training.convergence` for the
+    plan's objective (deterministic for full-batch L-BFGS; an explicit ``tol`` replaces
+    it) and a ceiling proportional to the data.  With a budget: ``(None, plan.total)``."""
+    if opts.epochs is not None or opts.max_steps is not None:
+        return None, plan.total
+    spe = plan.sampler.steps_per_epoch
+    deterministic = opts.optimizer == "lbfgs"
+    ceiling = default_ceiling(spe, deterministic=deterministic,
+                              overrides=opts.defaults.get("ceiling"))
+    if tol is not None:
+        return None, ceiling
+    rule = default_rule(spe, deterministic=deterministic,
+                        overrides=opts.defaults.get("convergence"))
+    return rule, ceiling
+
+
 #: The options of a fit and their defaults: those of ``GPModel.fit``, the one signature.
 FIT_OPTIONS: dict[str, Any] = {
     name: p.default
@@ -375,15 +393,17 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
     )
     with seeded_scope(seed, [getattr(model, "device_", None)]), JitterLog() as jitter_log:
         plan = build(model, data, opts)
+        rule, total = _automatic_stop(plan, opts, kw["tol"])
         model.train()
         model.clear_prediction_cache()
         history = run_loop(
             plan.task,
             plan.sampler,
-            plan.total,
+            total,
             desc=plan.desc,
             progress=progress,
             tol=plan.tol,
+            rule=rule,
             callbacks=callbacks,
             model=model,
             objective_offset=plan.objective_offset,

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from .checkpoint import load_checkpoint, save_checkpoint
+from .convergence import Convergence, StoppingRule, user_rule
 from .progress import ProgressBar
 
 SAMPLER_MODES = ("epoch", "always", "none")
@@ -52,7 +53,13 @@ class FitHistory:
     ----------
     objective: training-objective estimate at each step (in the data's units).
     steps: optimiser steps taken.  epochs: passes over the data (fractional for max_steps).
-    seconds: wall-clock training time.  stopped: why the loop ended.
+    seconds: wall-clock training time.  stopped: why the loop ended, in words.
+    reason: the same as one word: ``"converged"`` (the automatic rule of a fit without a
+    budget), ``"ceiling"`` (that fit's step ceiling, unconverged), ``"tol"`` (the
+    user's ``tol``), ``"budget"`` (the user's ``epochs``/``max_steps`` ran out),
+    ``"callback"`` or ``"interrupted"``.
+    convergence: the criterion's rule and last numbers (change of window means, its
+    bound, the noise standard error; see :mod:`latentgp.training.convergence`).
     events: repairs made (non-finite objective, jitter raised, learning rate lowered).
     """
 
@@ -61,6 +68,8 @@ class FitHistory:
     epochs: float = 0.0
     seconds: float = 0.0
     stopped: str = ""
+    reason: str = ""
+    convergence: dict[str, Any] = dataclasses.field(default_factory=dict)
     events: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -226,6 +235,7 @@ def run_loop(
     progress: bool | None = None,
     tol: float | None = None,
     patience: int = 3,
+    rule: StoppingRule | None = None,
     callbacks: Sequence[Callable[[dict], bool | None]] = (),
     model: Any = None,
     objective_offset: float = 0.0,
@@ -250,6 +260,9 @@ def run_loop(
     desc, progress: bar label; show it (None: only on an interactive terminal; rank 0 only).
     tol, patience: stop when the relative change of the per-epoch mean objective stays
         below ``tol`` for ``patience`` epochs.
+    rule: the automatic convergence rule of a fit without a budget (``total`` is then its
+        step ceiling: reaching it warns); applied to the objective times
+        ``objective_scale``.  Overrides ``tol``.
     callbacks: each called after every step with a dict (step, epoch, objective, model,
         seconds); returning True stops training.  A callback with a ``finish(info)``
         method has it called once when training ends (not when interrupted); a string it
@@ -269,7 +282,8 @@ def run_loop(
     steps_per_epoch = sampler.steps_per_epoch
     fingerprint = dict(fingerprint or {})
     history = FitHistory()
-    conv = _Convergence(tol, patience)
+    conv = (Convergence(rule, objective_scale) if rule is not None
+            else Convergence(None if tol is None else user_rule(tol, steps_per_epoch, patience)))
     step = 0
     if resume and checkpoint is not None and os.path.exists(checkpoint):
         step = _resume(checkpoint, fingerprint, task, sampler, history, conv)
@@ -316,6 +330,8 @@ def run_loop(
                     task.take_snapshot()
             step += 1
             in_flight = False
+            # the rule's window closes before any checkpoint of this step is written
+            converged = conv.end_of_step(step)
             bar.update(1, items=sampler.B, objective=(value + objective_offset) * objective_scale)
             now = time.perf_counter()
             if checkpoint is not None and _checkpoint_due(
@@ -331,10 +347,12 @@ def run_loop(
                 "seconds": now - t0,
             }
             if any(cb(info) for cb in callbacks):
-                history.stopped = "callback"
+                history.stopped = history.reason = "callback"
                 break
-            if step % steps_per_epoch == 0 and conv.end_of_epoch():
-                history.stopped = f"converged (relative change < {tol:g})"
+            if converged:
+                history.stopped = (f"converged (relative change < {tol:g})" if rule is None
+                                   else f"converged at step {step}")
+                history.reason = "tol" if rule is None else "converged"
                 break
     except KeyboardInterrupt:
         # the step in flight was not applied: the state is the last completed step's
@@ -342,6 +360,7 @@ def run_loop(
             sampler.load(before[0])
             torch.set_rng_state(before[1])
         history.stopped = f"interrupted at step {step}"
+        history.reason = "interrupted"
         history.events.append(history.stopped)
         write_checkpoint()
         warnings.warn(
@@ -355,7 +374,7 @@ def run_loop(
         history.steps = step
         history.epochs = step / steps_per_epoch
         history.seconds = time.perf_counter() - t0
-    history.stopped = history.stopped or "step budget reached"
+    _finish_history(history, conv, rule, total, stacklevel + 1)
     if not history.stopped.startswith("interrupted"):
         last = {"step": step, "epoch": step / steps_per_epoch, "model": model,
                 "seconds": history.seconds}
@@ -373,40 +392,30 @@ def _checkpoint_due(
     return bool((every and step % every == 0) or (seconds and since >= seconds))
 
 
-class _Convergence:
-    """The ``tol``/``patience`` rule on per-epoch mean objectives, with its checkpointed
-    state (the current epoch's values, the previous epoch's mean, calm epochs in a row)."""
-
-    def __init__(self, tol: float | None, patience: int) -> None:
-        self.tol, self.patience = tol, patience
-        self.values: list[float] = []
-        self.prev: float | None = None
-        self.calm = 0
-
-    def add(self, value: float) -> None:
-        self.values.append(value)
-
-    def end_of_epoch(self) -> bool:
-        """Close an epoch; True when the run has converged."""
-        if self.tol is None or not self.values:
-            return False
-        mean = sum(self.values) / len(self.values)
-        self.values = []
-        if self.prev is not None:
-            rel = abs(mean - self.prev) / max(abs(self.prev), 1e-12)
-            self.calm = self.calm + 1 if rel < self.tol else 0
-            if self.calm >= self.patience:
-                return True
-        self.prev = mean
-        return False
-
-    def state(self) -> dict[str, Any]:
-        return {"epoch_values": self.values, "prev": self.prev, "calm": self.calm}
-
-    def load(self, loop: dict[str, Any]) -> None:
-        self.values = [float(v) for v in loop["epoch_values"]]
-        self.prev = None if loop["prev"] is None else float(loop["prev"])
-        self.calm = int(loop["calm"])
+def _finish_history(
+    history: FitHistory, conv: Convergence, rule: StoppingRule | None, total: int,
+    stacklevel: int,
+) -> None:
+    """Why the loop ended (when no earlier cause was recorded) and the criterion's numbers;
+    an automatic fit that ran into its ceiling unconverged warns."""
+    if conv.rule is not None:
+        history.convergence = {**dataclasses.asdict(conv.rule), **conv.last,
+                               "calm_windows": conv.calm, "ceiling": total if rule else None}
+    if history.stopped:
+        return
+    if rule is None:
+        history.stopped, history.reason = "step budget reached", "budget"
+        return
+    history.stopped = f"step ceiling reached ({total} steps) before convergence"
+    history.reason = "ceiling"
+    warnings.warn(
+        f"training stopped at its step ceiling of {total} steps without converging "
+        f"({conv.describe()}); the model may be underfitted.  Call fit again to continue "
+        "from here, pass a larger max_steps/epochs, or lower lr if the objective "
+        "oscillates (history_.objective shows the trace)",
+        TrainingWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def check_matching_state(expected: Any, found: Any, where: str, path: str = "") -> None:
@@ -438,7 +447,7 @@ def _resume(
     task: StepTask,
     sampler: Sampler,
     history: FitHistory,
-    conv: _Convergence,
+    conv: Convergence,
 ) -> int:
     """Load a checkpoint into the task, sampler, torch's random state, the history and
     the convergence rule; returns the step to continue from."""

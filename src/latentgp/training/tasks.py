@@ -71,8 +71,9 @@ class FitData:
 class FitOptions:
     """The arguments of one fit, resolved once against the model's defaults.
 
-    ``batch_size`` (B <= N), ``max_steps`` (filled from the defaults when neither it nor
-    ``epochs`` is given), ``lr`` (positive), ``optimizer`` (lower case) and ``tol`` are
+    ``batch_size`` (B <= N), ``epochs``/``max_steps`` (both None: the fit runs until
+    converged, under the ceiling that replaces the plan's ``total``), ``lr`` (positive),
+    ``optimizer`` (lower case) and ``tol`` are
     resolved; ``optimizer_kwargs`` is a checked dict or None; ``batch_size_given`` tells
     whether the caller chose B.
     """

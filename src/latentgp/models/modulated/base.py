@@ -206,7 +206,7 @@ class ModulatedGP(InducingInputs, MixturePredictive, GPModel):
         return input_dim
 
     def _default_fit_args(self, N):
-        return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512), "max_steps": 2000}
+        return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512)}
 
     def _build(self, input_dim: int, output_dim: int) -> None:
         if output_dim != 1:

@@ -42,7 +42,7 @@ class ModulatedSVGP(MixturePredictive, SVGP):
         )
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
-        return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512), "max_steps": 2000}
+        return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512)}
 
     def _build(self, input_dim: int, output_dim: int) -> None:
         if self.single_output and output_dim != 1:

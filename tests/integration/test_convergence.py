@@ -1,0 +1,262 @@
+"""Fit until converged, by default (issue 30, item 1).
+
+- the rule itself (``latentgp.training.convergence``): window means, the noise allowance
+  and the ceiling against closed forms;
+- a default fit of a small problem stops with reason "converged" before its ceiling, and
+  its test NLPD is within tolerance of a long run's;
+- a fit that cannot converge within its ceiling stops there and warns;
+- explicit budgets (``epochs``/``max_steps``, with or without ``tol``) give the same
+  objective traces as before the convergence default (recorded from the code before it);
+- a default fit interrupted mid-window and resumed from its checkpoint equals the
+  uninterrupted one (the rule's windows are part of the checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+from small_sets import cls_data, one_torch_thread, reg_data  # noqa: F401 (fixture)
+
+import latentgp as lg
+from latentgp.training.convergence import (
+    Convergence,
+    StoppingRule,
+    default_ceiling,
+    default_rule,
+    step_ceiling,
+)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
+
+
+# ------------------------------------------------------------------------ the rule --
+def _feed(conv: Convergence, values) -> list[int]:
+    """Steps (1-based) after which ``conv`` said converged."""
+    done = []
+    for step, v in enumerate(values, start=1):
+        conv.add(v)
+        if conv.end_of_step(step):
+            done.append(step)
+    return done
+
+
+def test_window_means_and_bound_match_closed_form():
+    rule = StoppingRule(window=4, rtol=0.01, floor=1.0, z=2.0, patience=1)
+    conv = Convergence(rule, scale=0.5)  # values are halved (objective per point)
+    raw = [2.0, 2.02, 2.0, 2.02, 2.4, 2.42, 2.4, 2.42]
+    assert _feed(conv, raw) == []  # a change of 0.2 against a bound of about 0.02
+    v = [0.5 * r for r in raw]
+    m1, m2 = np.mean(v[:4]), np.mean(v[4:])
+    d1, d2 = np.diff(v[:4]), np.diff(v[4:])
+    ss = ((d1 - d1.mean()) ** 2).sum() + ((d2 - d2.mean()) ** 2).sum()
+    var = ss / (2 * (2 + 2))  # var(noise) = var(first differences) / 2, dof (4-2)+(4-2)
+    se = math.sqrt(var * (1 / 4 + 1 / 4))
+    assert conv.last["change"] == pytest.approx(abs(m2 - m1), rel=1e-14)
+    assert conv.last["noise_se"] == pytest.approx(se, rel=1e-14)
+    assert conv.last["bound"] == pytest.approx(0.01 * max(abs(m1), 1.0) + 2 * se, rel=1e-14)
+    assert conv.last["change"] > conv.last["bound"] and conv.calm == 0
+
+
+def test_noise_allowance_lets_a_flat_noisy_objective_converge():
+    rng = np.random.default_rng(0)
+    flat = -1.0 + 0.05 * rng.standard_normal(2000)  # no trend, noise 0.05 per step
+    quiet = StoppingRule(window=50, rtol=1e-4, z=0.0, patience=2)
+    noisy = StoppingRule(window=50, rtol=1e-4, z=2.0, patience=2)
+    assert _feed(Convergence(quiet), flat) == []  # noise alone keeps changes above 1e-4
+    assert _feed(Convergence(noisy), flat)[0] <= 300
+    # a steady trend of 1e-3 per window-step is never noise: it does not stop
+    trend = -1.0 + 1e-3 * np.arange(2000) + 0.01 * rng.standard_normal(2000)
+    assert _feed(Convergence(noisy), trend) == []
+
+
+def test_deterministic_rule_is_relative_change_per_step():
+    rule = default_rule(7, deterministic=True)
+    assert (rule.window, rule.kind, rule.z) == (1, "deterministic", 0.0)
+    values = [-10.0 + 2.0 ** -k for k in range(60)]  # halving improvements
+    steps = _feed(Convergence(rule), values)
+    # calm when 2^-k < rtol * 10 (after the first step); patience windows in a row
+    first_calm = next(k for k in range(1, 60) if 2.0 ** -k < rule.rtol * (10 - 2.0 ** -(k - 1)))
+    assert steps[0] == first_calm + rule.patience
+
+
+def test_ceiling_is_proportional_to_the_data_with_floor_and_cap():
+    assert step_ceiling(10, epochs=500, floor=3000, cap=30000) == 5000
+    assert step_ceiling(1, epochs=500, floor=3000, cap=30000) == 3000
+    assert step_ceiling(1000, epochs=500, floor=3000, cap=30000) == 30000
+    assert default_ceiling(20, deterministic=False) == 10000
+    assert default_ceiling(1, deterministic=True) == 1000
+    assert default_ceiling(1, deterministic=False, overrides={"floor": 7}) == 500
+    stochastic = default_rule(3, deterministic=False)
+    assert stochastic.window == 50 and default_rule(80, deterministic=False).window == 80
+
+
+# ---------------------------------------------------------------- default fits --
+def _nlpd(model, X, y) -> float:
+    return -float(np.mean(model.log_predictive_density(X, y)))
+
+
+def test_default_exact_fit_converges_like_a_long_run():
+    X, y = reg_data(n=120)
+    Xt, yt = reg_data(n=200, seed=5)
+    m = lg.ExactGP().fit(X, y, progress=False)
+    h = m.history_
+    assert h.reason == "converged" and h.steps < h.convergence["ceiling"] == 1000
+    assert h.convergence["kind"] == "deterministic" and h.convergence["calm_windows"] == 3
+    long = lg.ExactGP().fit(X, y, max_steps=300, progress=False)
+    assert long.history_.reason == "budget"
+    assert _nlpd(m, Xt, yt) == pytest.approx(_nlpd(long, Xt, yt), abs=1e-4)
+
+
+@pytest.mark.slow
+def test_default_svgp_fit_converges_like_a_long_run():
+    X, y = reg_data(n=150)
+    Xt, yt = reg_data(n=200, seed=5)
+    m = lg.SVGP(num_inducing=10).fit(X, y, batch_size=50, seed=0, progress=False)
+    h = m.history_
+    assert h.reason == "converged" and h.stopped == f"converged at step {h.steps}"
+    assert h.steps < h.convergence["ceiling"] == 3000
+    assert h.convergence["kind"] == "stochastic" and h.convergence["window"] == 50
+    assert h.convergence["change"] < h.convergence["bound"]
+    long = lg.SVGP(num_inducing=10).fit(X, y, batch_size=50, max_steps=2 * h.steps, seed=0,
+                                        progress=False)
+    assert _nlpd(m, Xt, yt) == pytest.approx(_nlpd(long, Xt, yt), abs=0.03)
+
+
+class _LowCeilingSVGP(lg.SVGP):
+    """An SVGP whose automatic fit has a ceiling of 200 steps (through the public
+    ``fit_defaults`` hook)."""
+
+    def fit_defaults(self, N):
+        return {**super().fit_defaults(N), "ceiling": {"floor": 200, "epochs": 1, "cap": 200}}
+
+
+def test_fit_that_cannot_converge_stops_at_the_ceiling_and_warns():
+    X, y = reg_data(n=100)
+    with pytest.warns(lg.TrainingWarning, match="ceiling of 200 steps without converging"):
+        m = _LowCeilingSVGP(num_inducing=10).fit(X, y, lr=1e-3, seed=0, progress=False)
+    h = m.history_
+    assert h.reason == "ceiling" and h.steps == 200
+    assert h.stopped == "step ceiling reached (200 steps) before convergence"
+    assert h.convergence["change"] >= h.convergence["bound"]
+
+
+def test_explicit_budget_never_stops_early_and_never_warns():
+    X, y = reg_data(n=100)
+    with warnings_as_errors():
+        m = _LowCeilingSVGP(num_inducing=10).fit(X, y, max_steps=250, lr=1e-3, seed=0,
+                                                 progress=False)
+    assert m.history_.reason == "budget" and m.history_.steps == 250
+
+
+class warnings_as_errors:
+    def __enter__(self):
+        import warnings
+
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        warnings.simplefilter("error", lg.TrainingWarning)
+
+    def __exit__(self, *exc):
+        self._ctx.__exit__(*exc)
+
+
+# ------------------------------------------------------------ budgets unchanged --
+def _budget_cases():
+    X, y = reg_data()
+    Xc, yc = cls_data()
+    return {
+        "svgp_max_steps": (lambda: lg.SVGP(num_inducing=8), X, y),
+        "svgp_epochs": (lambda: lg.SVGP(num_inducing=8, likelihood="bernoulli"), Xc, yc),
+        "exact_max_steps": (lambda: lg.ExactGP(), X, y),
+        "exact_tol": (lambda: lg.ExactGP(), X, y),
+        "sep_max_steps": (lambda: lg.SEP(num_inducing=6), Xc, yc),
+        "qsgp_max_steps": (lambda: lg.QSGP(num_basis=60, basis_batch=20), X, y),
+    }
+
+
+BEFORE = json.loads((DATA / "budget_traces_before_convergence.json").read_text())
+
+
+@pytest.mark.parametrize("case", sorted(BEFORE))
+def test_explicit_budgets_give_the_traces_of_before(case):
+    """Recorded with the code before the convergence default (main at cac0d4f): the same
+    steps, stop and objective trace, bit for bit."""
+    make, X, y = _budget_cases()[case]
+    ref = BEFORE[case]
+    m = make().fit(X, y, progress=False, **ref["kwargs"])
+    assert m.history_.steps == ref["steps"] and m.history_.stopped == ref["stopped"]
+    assert m.history_.objective == ref["objective"]
+
+
+# ------------------------------------------------------------------ resume --
+def test_default_fit_resumed_mid_window_equals_uninterrupted(tmp_path):
+    X, y = reg_data(n=90)
+
+    def make():
+        return lg.SVGP(num_inducing=6)
+
+    ref = make().fit(X, y, batch_size=30, seed=1, progress=False)
+    assert ref.history_.reason == "converged"
+    stop = ref.history_.steps - 75  # inside a window of 50 steps, before the last two
+    ck = tmp_path / "run.ckpt"
+
+    def interrupt(info):
+        if info["step"] == stop:
+            raise KeyboardInterrupt
+
+    first = make()
+    with pytest.warns(lg.TrainingWarning, match=f"interrupted at step {stop}"):
+        first.fit(X, y, batch_size=30, seed=1, progress=False, checkpoint=ck,
+                  callbacks=[interrupt])
+    assert first.history_.reason == "interrupted"
+    resumed = make().fit(X, y, batch_size=30, seed=1, progress=False, checkpoint=ck,
+                         resume=True)
+    h, r = resumed.history_, ref.history_
+    assert (h.steps, h.reason, h.stopped) == (r.steps, r.reason, r.stopped)
+    assert h.objective == r.objective and h.convergence == r.convergence
+    for a, b in zip(resumed.state_dict().values(), ref.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------------ front ends --
+def test_gp_regressor_picks_exact_then_vfe_and_trains_until_converged():
+    from latentgp.sklearn import GPRegressor
+
+    X, y = reg_data(n=80)
+    small = GPRegressor(max_exact=100).fit(X, y)
+    large = GPRegressor(max_exact=50, num_inducing=10).fit(X, y)
+    assert small.method_ == "exact" and isinstance(small.model_, lg.ExactGP)
+    assert large.method_ == "vfe" and isinstance(large.model_, lg.SparseGP)
+    assert large.model_.method == "vfe" and large.model_.num_inducing == 10
+    for est in (small, large):
+        assert est.model_.history_.reason == "converged"
+    budget = GPRegressor(max_exact=50, num_inducing=10, max_steps=3).fit(X, y)
+    assert budget.model_.history_.reason == "budget" and budget.model_.history_.steps == 3
+
+
+def test_cli_fit_without_a_budget_passes_none_and_a_budget_as_given():
+    """``latentgp fit`` without --epochs/--max-steps hands ``fit`` no budget (it ran 20
+    epochs); with them, the budget as before."""
+    import argparse
+
+    from latentgp.cli.fit import fit_kwargs
+    from latentgp.cli.models import MODEL_BUILDERS
+
+    def args(**kw):
+        base = dict(optimizer=None, lr=None, seed=0, progress=False, batch_size=None,
+                    epochs=None, max_steps=None, checkpoint=None, resume=False)
+        return argparse.Namespace(**{**base, **kw})
+
+    for name, builder in MODEL_BUILDERS.items():
+        kw = fit_kwargs(args(), builder, 500)
+        assert "epochs" not in kw and "max_steps" not in kw, name
+    svgp = MODEL_BUILDERS["svgp"]
+    assert fit_kwargs(args(epochs=5), svgp, 500)["epochs"] == 5
+    assert fit_kwargs(args(max_steps=7), svgp, 500)["max_steps"] == 7
+    assert fit_kwargs(args(epochs=5, max_steps=7), svgp, 500)["max_steps"] == 5  # 5 epochs
