@@ -457,7 +457,6 @@ class QSGP(GPModel):
             "optimizer": self.default_optimizer,
             "lr": self.default_lr,
             "batch_size": min(N, 500),
-            "max_steps": 1000,
         }
 
     # ---------------------------------------------- the training contract (QSGP) --
