@@ -119,19 +119,14 @@ class SLGP(ModulatedGP):
         self.beta, self.bound, self.nu0_init = float(beta), bound, float(nu0)
         self.noise_variance = float(noise_variance)
 
+    #: constructor arguments stored under their own names (``hidden``, ``nu0`` differ)
+    CONFIG_ATTRIBUTES = ("num_inducing", "latent_dim", "beta", "num_samples", "bound",
+                         "noise_variance", "num_predict_samples")
+
     def get_config(self):
         cfg = GPModel.get_config(self)
-        cfg.update(
-            num_inducing=self.num_inducing,
-            latent_dim=self.latent_dim,
-            beta=self.beta,
-            num_samples=self.num_samples,
-            hidden=list(self.hidden),
-            bound=self.bound,
-            nu0=self.nu0_init,
-            noise_variance=self.noise_variance,
-            num_predict_samples=self.num_predict_samples,
-        )
+        cfg.update({name: getattr(self, name) for name in self.CONFIG_ATTRIBUTES})
+        cfg.update(hidden=list(self.hidden), nu0=self.nu0_init)
         return cfg
 
     # ------------------------------------------------------------------ building --
