@@ -117,3 +117,20 @@ def test_the_new_knobs_are_checked():
         lg.config(num_quadrature_nodes=1).__enter__()
     with pytest.raises(ValueError, match="num_predictive_samples must be an integer >= 1"):
         lg.config(num_predictive_samples=0).__enter__()
+
+
+@pytest.mark.parametrize("link", ["logit", "probit"])
+def test_bernoulli_log_density_matches_adaptive_quadrature_for_wide_q(link):
+    lik = lg.likelihoods.Bernoulli(link=link)
+    cdf = (lambda f: 1 / (1 + math.exp(-f))) if link == "logit" else stats.norm.cdf
+    for y in (0.0, 1.0):
+        for m, v in ((-3.0, 0.01), (0.5, 1.0), (2.0, 50.0)):
+            t = [torch.tensor([c], dtype=torch.float64) for c in (y, m, v)]
+            with torch.no_grad():
+                got = float(lik.predictive_log_density(*t))
+            s = math.sqrt(v)
+            val, _ = integrate.quad(
+                lambda f, y=y, m=m, s=s: (cdf(f) if y else 1 - cdf(f)) * stats.norm.pdf(f, m, s),
+                m - 14 * s, m + 14 * s, limit=2000, epsabs=0, epsrel=1e-12,
+            )
+            assert abs(got - math.log(val)) < 1e-6, (link, y, m, v, got, math.log(val))
