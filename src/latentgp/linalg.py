@@ -198,3 +198,28 @@ def whitened_sums(
     """
     return _WhitenedSums.apply(L, K, Y)
 
+
+
+def cholesky_append(
+    L: torch.Tensor, K12: torch.Tensor, K22: torch.Tensor, name: str = "matrix"
+) -> torch.Tensor:
+    """Cholesky factor of ``[[A, K12], [K12^T, K22]]`` from ``L = chol(A)``, without
+    refactorising ``A`` (a rank-k block update):
+
+        L_new = [[L, 0], [B^T, chol(K22 - B^T B)]],    B = L^{-1} K12.
+
+    ``L`` ``(..., N, N)``, ``K12`` ``(..., N, k)``, ``K22`` ``(..., k, k)``; returns
+    ``(..., N + k, N + k)``.  Cost ``O(N^2 k + k^3)`` against ``O((N + k)^3)`` for a new
+    factor (plus writing the ``(N + k)^2`` result).  ``K22 - B^T B`` is factorised by
+    :func:`cholesky` (same jitter policy; ``name`` appears in its messages).
+    """
+    N, k = L.shape[-1], K22.shape[-1]
+    B = solve_lower(L, K12)
+    S = K22 - B.mT @ B
+    L22, _ = cholesky(0.5 * (S + S.mT), f"Schur complement of {name}", jitter=0.0)
+    batch = torch.broadcast_shapes(L.shape[:-2], B.shape[:-2], L22.shape[:-2])
+    out = L.new_zeros(batch + (N + k, N + k))
+    out[..., :N, :N] = L
+    out[..., N:, :N] = B.mT
+    out[..., N:, N:] = L22
+    return out

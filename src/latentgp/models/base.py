@@ -519,8 +519,15 @@ class GPModel(nn.Module):
             return c[2]
         with torch.no_grad():
             value = self._compute_cache()
-        self._cache = (ids, [p.clone() for p in params], value)
+        self._set_prediction_cache(value)
         return value
+
+    def _set_prediction_cache(self, value: Any) -> None:
+        """Keep ``value`` as the prediction cache of the current parameter values (for a
+        model that has its factors already, e.g. from a rank-k update)."""
+        params = list(self.parameters())
+        ids = tuple((id(p), p.shape) for p in params)
+        self._cache = (ids, [p.detach().clone() for p in params], value)
 
     def _compute_cache(self) -> Any:
         return None
@@ -624,13 +631,27 @@ class GPModel(nn.Module):
         Memory grows as N^2: meant for a few thousand points.
         """
         self._require_built()
-        Xt = self._check_X(X)
         with torch.no_grad():
-            m, K = self._predict_f_full(Xt, self.prediction_cache())
+            m, K = self.predict_f_joint(self._check_X(X))
+        return m.cpu().numpy(), K.cpu().numpy()
+
+    def predict_f_joint(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Joint posterior of the latents at each batch of ``X`` ``(..., N, D)`` as tensors
+        that carry gradients with respect to ``X`` (for acquisition functions): mean
+        ``(..., N, Q)``, covariance ``(..., Q, N, N)``, in the targets' units.  The
+        factors of the fitted posterior are the (constant) prediction cache."""
+        self._require_built()
+        if not isinstance(X, torch.Tensor):
+            raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
+        if X.ndim < 2 or X.shape[-1] != self.input_dim:
+            raise ValueError(
+                f"X must have shape (..., N, {self.input_dim}), got {tuple(X.shape)}"
+            )
+        m, K = self._predict_f_full(X.to(self.dtype_), self.prediction_cache())
         if self._uses_scaling():
             m, _ = unscale_moments(m, m, self.y_scale, self.y_mean)
             K = K * (self.y_scale**2)[:, None, None]
-        return m.cpu().numpy(), K.cpu().numpy()
+        return m, K
 
     def _predict_f_full(self, X, cache):
         raise NotImplementedError(f"{type(self).__name__} has no joint predictive covariance")

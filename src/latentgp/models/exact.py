@@ -14,7 +14,7 @@ import torch
 from ..constants import LOG_2PI
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
-from ..linalg import cho_solve, cholesky, solve_lower
+from ..linalg import cho_solve, cholesky, cholesky_append, solve_lower
 from ..validation import keyword_only_after_first
 from .base import GPModel, register_model
 
@@ -163,5 +163,44 @@ class ExactGP(GPModel):
         Kxs = self.kernel(self.X_train, Xs)
         mean = Kxs.mT @ alpha
         V = solve_lower(L, Kxs)
-        cov = self.kernel(Xs) - V.mT @ V
-        return mean, cov.expand(mean.shape[1], *cov.shape)
+        cov = self.kernel(Xs) - V.mT @ V  # (..., B, B)
+        return mean, cov[..., None, :, :].expand(*cov.shape[:-2], mean.shape[-1], *cov.shape[-2:])
+
+    # ---------------------------------------------------------------- new data --
+    def set_data(self, X: Any, y: Any) -> ExactGP:
+        """Replace the training data by ``(X, y)`` keeping the hyperparameters and the
+        target scaling (no training); the posterior is refactorised on the next prediction.
+        Returns ``self``.  The model must be fitted (or built) once."""
+        self._require_built()
+        Xt = self._check_X(X)
+        self._store(Xt, self._scale_y(self._check_y(y, Xt.shape[0])))
+        self._cache = None
+        return self
+
+    def condition_on(self, X_new: Any, y_new: Any) -> ExactGP:
+        """A new ExactGP whose data are the training data plus ``(X_new, y_new)``, at the
+        same hyperparameters and target scaling; this model is left unchanged.
+
+        The cached factor ``L = chol(K + s^2 I)`` is extended by a rank-k block update
+        (:func:`~latentgp.linalg.cholesky_append`), ``O(N^2 k)`` instead of a new
+        ``O((N + k)^3)`` factorisation; the result equals ``set_data`` on all the data.
+        """
+        self._require_built()
+        Xn = self._check_X(X_new, "X_new")
+        yn = self._scale_y(self._check_y(y_new, Xn.shape[0], "y_new"))
+        L, _ = self.prediction_cache()
+        new = type(self).from_config(self.get_config(), device=self.device_)
+        new._build(**self._build_args())
+        new.load_state_dict(self.state_dict())
+        with torch.no_grad():
+            k = Xn.shape[0]
+            K22 = self.kernel(Xn) + self.likelihood.variance * torch.eye(
+                k, dtype=Xn.dtype, device=Xn.device
+            )
+            L_new = cholesky_append(L, self.kernel(self.X_train, Xn), K22, "K + noise")
+            new.X_train = torch.cat([self.X_train, Xn])
+            new.y_train = torch.cat([self.y_train, yn])
+            Y = new.y_train.reshape(L_new.shape[0], -1)
+            new._set_prediction_cache((L_new, cho_solve(L_new, Y)))
+        new.eval()
+        return new

@@ -1,0 +1,95 @@
+"""ExactGP.condition_on (a rank-k update of the cached Cholesky factor), ExactGP.set_data,
+linalg.cholesky_append and the differentiable joint predictive GPModel.predict_f_joint."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import latentgp as lg
+import latentgp.models.exact as exact_module
+from latentgp.linalg import cholesky_append
+
+
+def _data(n=160, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(6 * X[:, 0]) + X[:, 1] + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = _data()
+    return lg.ExactGP().fit(X[:120], y[:120], max_steps=30), X, y
+
+
+def test_cholesky_append_equals_a_new_factor():
+    g = torch.Generator().manual_seed(1)
+    A = torch.randn(30, 30, generator=g, dtype=torch.float64)
+    K = A @ A.T + 30 * torch.eye(30, dtype=torch.float64)
+    L = torch.linalg.cholesky(K[:25, :25])
+    out = cholesky_append(L, K[:25, 25:], K[25:, 25:])
+    assert torch.allclose(out, torch.linalg.cholesky(K), atol=1e-12, rtol=0)
+
+
+def test_condition_on_equals_the_model_on_all_data(fitted):
+    model, X, y = fitted
+    state = copy.deepcopy(model.state_dict())
+    new = model.condition_on(X[120:], y[120:])
+    ref = copy.deepcopy(model).set_data(X, y)
+    Xs = _data(40, seed=5)[0]
+    m1, K1 = new.predict_f_full_cov(Xs)
+    m2, K2 = ref.predict_f_full_cov(Xs)
+    np.testing.assert_allclose(m1, m2, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(K1, K2, rtol=0, atol=1e-8)
+    assert abs(new.log_marginal_likelihood() - ref.log_marginal_likelihood()) < 1e-8
+    # the original is untouched: same state, same predictions as before
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, state[k]), k
+    assert model.X_train.shape[0] == 120 and new.X_train.shape[0] == 160
+
+
+def test_condition_on_does_not_refactorise(fitted, monkeypatch):
+    model, X, y = fitted
+    model.prediction_cache()  # the factor of the 120 points exists before
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a full Cholesky factorisation was computed")
+
+    monkeypatch.setattr(exact_module, "cholesky", refuse)
+    new = model.condition_on(X[120:130], y[120:130])
+    new.predict_f(X[:5])  # served by the updated factor
+
+
+def test_condition_on_checks_its_input(fitted):
+    model, X, y = fitted
+    with pytest.raises(ValueError, match="X_new"):
+        model.condition_on(X[:3, :1], y[:3])
+    with pytest.raises(ValueError, match="y_new"):
+        model.condition_on(X[:3], y[:4])
+
+
+def test_predict_f_joint_is_batched_and_differentiable(fitted):
+    model, _, _ = fitted
+    Xb = _data(12, seed=3)[0].reshape(4, 3, 2).clone().requires_grad_(True)
+    mean, cov = model.predict_f_joint(Xb)
+    assert mean.shape == (4, 3, 1) and cov.shape == (4, 1, 3, 3)
+    m1, K1 = model.predict_f_full_cov(Xb[2].detach())
+    np.testing.assert_allclose(cov[2, 0].detach().numpy(), K1[0], atol=1e-12)
+    np.testing.assert_allclose(mean[2, :, 0].detach().numpy(), m1[:, 0], atol=1e-12)
+    # gradient of the mean against central finite differences
+    (g,) = torch.autograd.grad(mean.sum(), Xb)
+    h = 1e-6
+    E = torch.zeros_like(Xb)
+    E[1, 2, 0] = h
+    with torch.no_grad():
+        fd = (model.predict_f_joint(Xb + E)[0].sum() - model.predict_f_joint(Xb - E)[0].sum())
+    assert abs(float(fd) / (2 * h) - float(g[1, 2, 0])) < 1e-6
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        model.predict_f_joint(Xb.detach().numpy())
+    with pytest.raises(ValueError, match="shape"):
+        model.predict_f_joint(Xb[..., :1])
