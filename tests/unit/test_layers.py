@@ -56,6 +56,7 @@ RANKS = {
     "sklearn": 7,
     "plotting": 7,
     "datasets": 7,
+    "botorch": 7,
     "__main__": 8,
     "": 7,  # the package's __init__: the facade, beside the CLI (neither imports the other)
 }

@@ -405,6 +405,13 @@ class GPModel(nn.Module):
         without scaling); the engine adds ``-N`` times it to reported objectives."""
         return self._log_scale_sum()
 
+    def target_scaling(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(y_mean, y_scale)`` ``(P,)``: targets are ``scaled * y_scale + y_mean`` (zeros
+        and ones when the model does not standardise its targets)."""
+        if self._uses_scaling():
+            return self.y_mean, self.y_scale
+        return torch.zeros_like(self.y_mean), torch.ones_like(self.y_scale)
+
     def clear_prediction_cache(self) -> None:
         """Forget cached prediction factors (parameters changed)."""
         self._cache = None
@@ -635,11 +642,15 @@ class GPModel(nn.Module):
             m, K = self.predict_f_joint(self._check_X(X))
         return m.cpu().numpy(), K.cpu().numpy()
 
-    def predict_f_joint(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def predict_f_joint(
+        self, X: torch.Tensor, *, scaled: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Joint posterior of the latents at each batch of ``X`` ``(..., N, D)`` as tensors
         that carry gradients with respect to ``X`` (for acquisition functions): mean
-        ``(..., N, Q)``, covariance ``(..., Q, N, N)``, in the targets' units.  The
-        factors of the fitted posterior are the (constant) prediction cache."""
+        ``(..., N, Q)``, covariance ``(..., Q, N, N)``, in the targets' units (``scaled``:
+        in the model's internal, scaled-target units, where the latent GPs of models such
+        as SHGP live).  The factors of the fitted posterior are the (constant) prediction
+        cache."""
         self._require_built()
         if not isinstance(X, torch.Tensor):
             raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
@@ -648,7 +659,7 @@ class GPModel(nn.Module):
                 f"X must have shape (..., N, {self.input_dim}), got {tuple(X.shape)}"
             )
         m, K = self._predict_f_full(X.to(self.dtype_), self.prediction_cache())
-        if self._uses_scaling():
+        if self._uses_scaling() and not scaled:
             m, _ = unscale_moments(m, m, self.y_scale, self.y_mean)
             K = K * (self.y_scale**2)[:, None, None]
         return m, K

@@ -345,5 +345,5 @@ class SparseGP(InducingInputs, GPModel):
         if self.method in ("dtc", "vfe"):
             cov = cov + self.kernel(Xs) - A.mT @ A
         elif self.method == "fitc":  # test points conditionally independent given u
-            cov = cov + torch.diag((self.kernel.diag(Xs) - A.square().sum(0)).clamp_min(0.0))
-        return mean, cov.expand(mean.shape[1], *cov.shape)
+            cov = cov + torch.diag_embed((self.kernel.diag(Xs) - A.square().sum(-2)).clamp_min(0.0))
+        return mean, cov[..., None, :, :].expand(*cov.shape[:-2], mean.shape[-1], *cov.shape[-2:])
