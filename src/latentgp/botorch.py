@@ -176,7 +176,9 @@ class LatentGPModel(Model, FantasizeMixin):
         elif observation_noise is False:
             noise = None
         else:
-            raise TypeError(f"observation_noise must be a bool or a tensor, got {observation_noise!r}")
+            raise TypeError(
+                f"observation_noise must be a bool or a tensor, got {observation_noise!r}"
+            )
         if noise is not None:
             cov = cov + torch.diag_embed(noise.mT)
         if output_indices is not None:
@@ -192,7 +194,10 @@ class LatentGPModel(Model, FantasizeMixin):
             MultivariateNormal(mean[..., i], to_linear_operator(cov[..., i, :, :]))
             for i in range(mean.shape[-1])
         ]
-        dist = mvns[0] if len(mvns) == 1 else MultitaskMultivariateNormal.from_independent_mvns(mvns)
+        if len(mvns) == 1:
+            dist = mvns[0]
+        else:
+            dist = MultitaskMultivariateNormal.from_independent_mvns(mvns)
         post = GPyTorchPosterior(dist)
         return post if posterior_transform is None else posterior_transform(post)
 
