@@ -17,6 +17,7 @@ from ..likelihoods import Gaussian, Likelihood
 from ..linalg import cho_solve, cholesky, cholesky_append, solve_lower
 from ..validation import keyword_only_after_first
 from .base import GPModel, register_model
+from .pathwise import PathwiseSamples, exact_paths
 
 
 class _GaussianLogMarginal(torch.autograd.Function):
@@ -204,3 +205,15 @@ class ExactGP(GPModel):
             new._set_prediction_cache((L_new, cho_solve(L_new, Y)))
         new.eval()
         return new
+
+    def sample_paths(
+        self, num_paths: int, *, seed: int | None = None, num_features: int = 1024
+    ) -> PathwiseSamples:
+        """``num_paths`` posterior sample functions (Wilson et al. 2020): a
+        :class:`~latentgp.models.pathwise.PathwiseSamples` callable, ``paths(X)`` ``(S, B)``
+        (``(S, B, Q)`` for several latents), evaluable and differentiable anywhere at a cost
+        linear in the number of points.  Random Fourier features (``num_features``, SE or
+        Matérn kernels) for the prior, the exact pathwise update on the training data with
+        sampled noise.  ``seed`` fixes every draw (the global generator is never reseeded)."""
+        self._require_built()
+        return exact_paths(self, num_paths, seed, num_features)
