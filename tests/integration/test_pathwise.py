@@ -114,8 +114,10 @@ def test_multi_output_and_bad_input():
 
 
 def test_many_points_in_bounded_memory():
-    """256 paths at 10^5 points: the peak memory beyond the (256 x 10^5) result stays
-    far below what one unchunked (10^5 x 1024) feature matrix would need (800 MB at 1,024 features; 200 MB at the 256 used here)."""
+    """256 paths at 10^5 points: the peak memory beyond the (256 x 10^5) result (200 MB)
+    stays far below what unchunked intermediates would need (the (10^5 x 256) features and
+    a second copy of the result: 400 MB; the first version, which concatenated the
+    chunks, grew by 400 MB here)."""
     code = textwrap.dedent(
         """
         import resource, torch, latentgp as lg

@@ -26,8 +26,8 @@ from ..variational import (
     gaussian_predictive_cache,
 )
 from .base import GPModel, register_model
-from .pathwise import PathwiseSamples, svgp_paths
 from .inducing_inputs import InducingInputs
+from .pathwise import PathwiseSamples, svgp_paths
 
 
 @register_model
