@@ -201,7 +201,12 @@ def whitened_sums(
 
 
 def cholesky_append(
-    L: torch.Tensor, K12: torch.Tensor, K22: torch.Tensor, name: str = "matrix"
+    L: torch.Tensor,
+    K12: torch.Tensor,
+    K22: torch.Tensor,
+    name: str = "matrix",
+    *,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Cholesky factor of ``[[A, K12], [K12^T, K22]]`` from ``L = chol(A)``, without
     refactorising ``A`` (a rank-k block update):
@@ -212,14 +217,24 @@ def cholesky_append(
     ``(..., N + k, N + k)``.  Cost ``O(N^2 k + k^3)`` against ``O((N + k)^3)`` for a new
     factor (plus writing the ``(N + k)^2`` result).  ``K22 - B^T B`` is factorised by
     :func:`cholesky` (same jitter policy; ``name`` appears in its messages).
+
+    ``out``: an ``(N + k, N + k)`` matrix to write into (e.g. a view of storage with spare
+    rows); when its leading block is ``L`` itself (same memory) only the new blocks are
+    written, which saves copying the ``N^2`` entries of ``L``.
     """
     N, k = L.shape[-1], K22.shape[-1]
     B = solve_lower(L, K12)
     S = K22 - B.mT @ B
     L22, _ = cholesky(0.5 * (S + S.mT), f"Schur complement of {name}", jitter=0.0)
     batch = torch.broadcast_shapes(L.shape[:-2], B.shape[:-2], L22.shape[:-2])
-    out = L.new_zeros(batch + (N + k, N + k))
-    out[..., :N, :N] = L
+    if out is None:
+        out = L.new_empty(batch + (N + k, N + k))  # each block written once
+    if out.shape != batch + (N + k, N + k):
+        raise ValueError(f"out has shape {tuple(out.shape)}, expected {batch + (N + k, N + k)}")
+    head = out[..., :N, :N]
+    if head.data_ptr() != L.data_ptr() or head.stride() != L.stride():
+        head.copy_(L)
+    out[..., :N, N:] = 0.0
     out[..., N:, :N] = B.mT
     out[..., N:, N:] = L22
     return out
