@@ -14,7 +14,7 @@ import torch
 from ..constants import LOG_2PI
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
-from ..linalg import cho_solve, cholesky, cholesky_append, solve_lower, solve_upper_t
+from ..linalg import BlockCholesky, cho_solve, cholesky
 from ..validation import keyword_only_after_first
 from .base import GPModel, register_model
 from .pathwise import PathwiseSamples, exact_paths
@@ -50,34 +50,6 @@ class _GaussianLogMarginal(torch.autograd.Function):
         return gK, None, gY
 
 
-def spare_rows(n: int) -> int:
-    """Rows of spare capacity that ``condition_on`` gives the storage of a factor of
-    ``n`` rows (so that a chain of small updates appends in place)."""
-    return min(256, max(16, n // 16))
-
-
-class FactorStorage:
-    """Storage of a Cholesky factor with spare rows, shared along a chain of
-    :meth:`ExactGP.condition_on` calls.  Its leading ``rows x rows`` block is the factor of
-    the newest model of the chain: only a model whose factor is exactly that block appends
-    in place (writing rows no other model reads); any other copies into new storage, so
-    the factor of an existing model never changes."""
-
-    def __init__(self, L: torch.Tensor, capacity: int) -> None:
-        n = L.shape[-1]
-        self.storage = L.new_empty(capacity, capacity)
-        self.storage[:n, :n] = L
-        self.rows = n
-
-    def extends(self, L: torch.Tensor, k: int) -> bool:
-        """Whether ``L`` is the newest factor here and ``k`` more rows fit."""
-        return (
-            L.data_ptr() == self.storage.data_ptr()
-            and L.shape[-1] == self.rows
-            and self.rows + k <= self.storage.shape[-1]
-        )
-
-
 @register_model
 class ExactGP(GPModel):
     """Exact Gaussian-process regression (Gaussian likelihood only).
@@ -110,7 +82,6 @@ class ExactGP(GPModel):
             )
         self.register_buffer("X_train", torch.zeros(0, 0, dtype=self.dtype_))
         self.register_buffer("y_train", torch.zeros(0, dtype=self.dtype_))
-        self.factor_storage: FactorStorage | None = None  # set by condition_on
 
     def _build(self, input_dim: int, output_dim: int, num_data: int = 0) -> None:
         super()._build(input_dim, output_dim)
@@ -175,8 +146,7 @@ class ExactGP(GPModel):
         K = self.kernel(X) + self.likelihood.variance * torch.eye(N, dtype=X.dtype, device=X.device)
         L, _ = cholesky(K, "K + noise", jitter=0.0)
         alpha = cho_solve(L, Y)  # (N, P)
-        self.factor_storage = None  # a new factor: the storage of an old one is not kept
-        return L, alpha
+        return BlockCholesky(L), alpha
 
     def _chunk_width(self) -> int:
         return int(self.X_train.shape[0])
@@ -185,7 +155,7 @@ class ExactGP(GPModel):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)  # (N, B)
         mean = Kxs.mT @ alpha  # (B, P)
-        V = solve_lower(L, Kxs)
+        V = L.solve_lower(Kxs)
         var = (self.kernel.diag(Xs) - V.square().sum(0)).clamp_min(1e-12)
         return mean, var[:, None].expand_as(mean)
 
@@ -193,7 +163,7 @@ class ExactGP(GPModel):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)
         mean = Kxs.mT @ alpha
-        V = solve_lower(L, Kxs)
+        V = L.solve_lower(Kxs)
         cov = self.kernel(Xs) - V.mT @ V  # (..., B, B)
         return mean, cov[..., None, :, :].expand(*cov.shape[:-2], mean.shape[-1], *cov.shape[-2:])
 
@@ -205,7 +175,7 @@ class ExactGP(GPModel):
         self._require_built()
         Xt = self._check_X(X)
         self._store(Xt, self._scale_y(self._check_y(y, Xt.shape[0])))
-        self._cache, self.factor_storage = None, None
+        self._cache = None
         return self
 
     def condition_on(self, X_new: Any, y_new: Any) -> ExactGP:
@@ -213,11 +183,10 @@ class ExactGP(GPModel):
         same hyperparameters and target scaling; this model is left unchanged.
 
         The cached factor ``L = chol(K + s^2 I)`` is extended by a rank-k block update
-        (:func:`~latentgp.linalg.cholesky_append`), ``O(N^2 k)`` instead of a new
+        (:meth:`~latentgp.linalg.BlockCholesky.append`), ``O(N^2 k)`` instead of a new
         ``O((N + k)^3)`` factorisation; the result equals ``set_data`` on all the data.
-        The first update copies the factor into storage with spare rows
-        (:class:`FactorStorage`); updates of the newest model of a chain then write only
-        their new rows.
+        The factor is kept as a :class:`~latentgp.linalg.BlockCholesky`: the fitted
+        model's factor and the rows appended since, so no update copies the big block.
         """
         self._require_built()
         Xn = self._check_X(X_new, "X_new")
@@ -232,21 +201,15 @@ class ExactGP(GPModel):
                 k, dtype=Xn.dtype, device=Xn.device
             )
             K12 = self.kernel(self.X_train, Xn)
-            N = L.shape[0]
-            store = self.factor_storage
-            if store is None or not store.extends(L, k):
-                store = FactorStorage(L, N + k + spare_rows(N + k))
-                L = store.storage[:N, :N]
-            L_new = cholesky_append(L, K12, K22, "K + noise", out=store.storage[: N + k, : N + k])
-            store.rows = N + k
-            new.factor_storage = store
+            L_new = L.append(K12, K22, "K + noise")
             new.X_train = torch.cat([self.X_train, Xn])
             new.y_train = torch.cat([self.y_train, yn])
             # alpha = K_new^{-1} y by the block inverse (Schur complement S = L22 L22^T):
             # alpha_2 = S^{-1} (y_2 - K12^T alpha_1), alpha_1 = alpha_1 - L^{-T} B alpha_2
-            L22, B = L_new[N:, N:], L_new[N:, :N].mT
+            rows = L_new.T[-k:]
+            B, L22 = rows[:, : L.size].mT, rows[:, L.size :]
             a2 = cho_solve(L22, yn.reshape(k, -1) - K12.mT @ alpha)
-            a1 = alpha - solve_upper_t(L, B @ a2)
+            a1 = alpha - L.solve_upper_t(B @ a2)
             new._set_prediction_cache((L_new, torch.cat([a1, a2])))
         new.eval()
         return new
