@@ -17,7 +17,7 @@ from ..likelihoods import Gaussian, Likelihood
 from ..linalg import BlockCholesky, cho_solve, cholesky
 from ..validation import keyword_only_after_first
 from .base import GPModel, register_model
-from .pathwise import PathwiseSamples, exact_paths
+from .pathwise import PathwiseSampling, exact_paths
 
 
 class _GaussianLogMarginal(torch.autograd.Function):
@@ -51,7 +51,7 @@ class _GaussianLogMarginal(torch.autograd.Function):
 
 
 @register_model
-class ExactGP(GPModel):
+class ExactGP(PathwiseSampling, GPModel):
     """Exact Gaussian-process regression (Gaussian likelihood only).
 
     Multi-output targets ``(N, P)`` share the kernel and noise.  Trains with L-BFGS on the
@@ -63,6 +63,7 @@ class ExactGP(GPModel):
     default_optimizer = "lbfgs"
     default_lr = 1.0
     supports_minibatch = False
+    paths_builder = staticmethod(exact_paths)
     #: largest training set accepted (an N x N factor of 50,000 points is 20 GB in float64)
     max_num_data = 50_000
 
@@ -213,15 +214,3 @@ class ExactGP(GPModel):
             new._set_prediction_cache((L_new, torch.cat([a1, a2])))
         new.eval()
         return new
-
-    def sample_paths(
-        self, num_paths: int, *, seed: int | None = None, num_features: int = 1024
-    ) -> PathwiseSamples:
-        """``num_paths`` posterior sample functions (Wilson et al. 2020): a
-        :class:`~latentgp.models.pathwise.PathwiseSamples` callable, ``paths(X)`` ``(S, B)``
-        (``(S, B, Q)`` for several latents), evaluable and differentiable anywhere at a cost
-        linear in the number of points.  Random Fourier features (``num_features``, SE or
-        Matérn kernels) for the prior, the exact pathwise update on the training data with
-        sampled noise.  ``seed`` fixes every draw (the global generator is never reseeded)."""
-        self._require_built()
-        return exact_paths(self, num_paths, seed, num_features)

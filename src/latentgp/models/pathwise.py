@@ -31,7 +31,7 @@ from ..linalg import cho_solve
 from ..validation import check_positive_int
 from .predict import rows_per_chunk
 
-__all__ = ["PathwiseSamples", "exact_paths", "prior_values", "svgp_paths"]
+__all__ = ["PathwiseSampling", "PathwiseSamples", "exact_paths", "prior_values", "svgp_paths"]
 
 
 def prior_values(
@@ -196,3 +196,23 @@ def svgp_paths(model, num_paths: int, seed: int | None, num_features: int) -> Pa
         kernel=model.kernel, features=feats, lengthscale=ls, variance=var, centre=centre,
         weights=w, anchors=Z.clone(), coef=coef, offset=offset, scale=scale,
     )
+
+
+class PathwiseSampling:
+    """Mixin: ``sample_paths`` for a model class whose ``paths_builder`` is
+    :func:`exact_paths` or :func:`svgp_paths`."""
+
+    paths_builder: Any = None
+
+    def sample_paths(
+        self, num_paths: int, *, seed: int | None = None, num_features: int = 1024
+    ) -> PathwiseSamples:
+        """``num_paths`` posterior sample functions (Wilson et al. 2020): a
+        :class:`~latentgp.models.pathwise.PathwiseSamples` callable, ``paths(X)`` ``(S, B)``
+        (``(S, B, Q)`` for several latents), evaluable and differentiable anywhere at a cost
+        linear in the number of points.  Random Fourier features (``num_features``, SE or
+        Matérn kernels) for the prior and the exact pathwise update: on the training data
+        with sampled noise (ExactGP), on inducing values drawn from q(u) (SVGP).  ``seed``
+        fixes every draw (the global generator is never reseeded)."""
+        self._require_built()  # type: ignore[attr-defined]
+        return type(self).paths_builder(self, num_paths, seed, num_features)

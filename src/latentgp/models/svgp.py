@@ -27,11 +27,11 @@ from ..variational import (
 )
 from .base import GPModel, register_model
 from .inducing_inputs import InducingInputs
-from .pathwise import PathwiseSamples, svgp_paths
+from .pathwise import PathwiseSampling, svgp_paths
 
 
 @register_model
-class SVGP(InducingInputs, GPModel):
+class SVGP(PathwiseSampling, InducingInputs, GPModel):
     """Sparse variational GP with minibatch training.
 
     Parameters
@@ -50,6 +50,7 @@ class SVGP(InducingInputs, GPModel):
 
     default_optimizer = "adam"
     default_lr = 0.01
+    paths_builder = staticmethod(svgp_paths)
 
     @keyword_only_after_first()
     def __init__(
@@ -201,19 +202,6 @@ class SVGP(InducingInputs, GPModel):
         """The strategy's :class:`~latentgp.variational.PredictiveCache` (``O(M^3)``, once
         per parameter state)."""
         return gaussian_predictive_cache(self.q, self.prior_factor())
-
-
-    def sample_paths(
-        self, num_paths: int, *, seed: int | None = None, num_features: int = 1024
-    ) -> PathwiseSamples:
-        """``num_paths`` posterior sample functions (Wilson et al. 2020): a
-        :class:`~latentgp.models.pathwise.PathwiseSamples` callable, ``paths(X)`` ``(S, B)``
-        (``(S, B, Q)`` for several latents), evaluable and differentiable anywhere at a cost
-        linear in the number of points.  Random Fourier features (``num_features``, SE or
-        Matérn kernels) for the prior, the exact pathwise update on inducing values drawn
-        from q(u).  ``seed`` fixes every draw (the global generator is never reseeded)."""
-        self._require_built()
-        return svgp_paths(self, num_paths, seed, num_features)
 
 
 class _FirstLatent:
