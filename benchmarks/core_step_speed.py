@@ -35,6 +35,7 @@ RESULTS = os.path.join(ROOT, "docs", "results")
 CONFIGS = {
     "svgp_M256_B1024": ("lg.SVGP(num_inducing=256)", 4096, 1024, "reg"),
     "svgp_diag_M128_B4096": ("lg.SVGP(num_inducing=128, covariance='diag')", 8192, 4096, "reg"),
+    # SAVIGP's flat num_samples= (deprecated) on purpose: the same source runs on --before trees
     "savigp_fg_M128_B512": (
         "lg.SAVIGP(num_inducing=128, posterior='fg', num_samples=20)", 2048, 512, "reg"),
     "savigp_mog2_M128_B512": (
@@ -75,7 +76,7 @@ if kind != "bin":
         ys = model.scale_targets(y)
     else:  # trees from before the public hook
         ys = model._scale_y(model._check_y(torch.as_tensor(y), N))
-    xb, yb = Xt[:B], ys[:B]
+    xb, yb = Xt[:B].to(ys.dtype), ys[:B]  # the model's dtype (float32 configurations)
     params = [p for p in model.parameters() if p.requires_grad]
     def step():
         obj = model.objective(xb, yb, N)

@@ -77,19 +77,15 @@ def run_table2_qsgp(args) -> dict:
             ls, var, noise = exact_init(X, y, split)
             for key, cov in (("qsgp0", "meanfield"), ("qsgp10", "chevron")):
                 t = time.perf_counter()
+                dense = {"num_dense": 10, "num_columns": 10} if cov == "chevron" else {}
                 q = lg.QSGP(
                     num_basis=args.m,
-                    basis="rff",
-                    covariance=cov,
-                    num_dense=10,
-                    num_columns=10,
+                    basis=lg.QSGP.Basis(kind="rff", batch=args.mt),
+                    covariance=lg.QSGP.Covariance(kind=cov, closed_form_diagonal=False, **dense),
                     kernel=lg.kernels.RBF(lengthscale=ls, variance=var),
                     likelihood=lg.likelihoods.Gaussian(noise),
-                    basis_batch=args.mt,
-                    cv_rank=args.cv,
-                    hyper_lr=0.005,
-                    hyper_delay=args.steps // 10,
-                    closed_form_diagonal=False,
+                    control_variate=args.cv,
+                    hyperparameters=lg.QSGP.Hyperparameters(lr=0.005, delay=args.steps // 10),
                 )
                 q.fit(X, y, max_steps=args.steps, batch_size=args.nt, lr=0.1, seed=split)
                 r, nl = metrics(q, Xte, yte)
@@ -133,22 +129,22 @@ def run_table3(args) -> dict:
             t = time.perf_counter()
             newton = args.t3_mean_step == "newton"
             q = lg.QSGP(
-                basis="inducing",
-                covariance="meanfield",
-                kernel=kern,
-                likelihood=lg.likelihoods.Gaussian(noise),
-                basis_batch=args.t3_mt,
-                cv_rank=200,
+                basis=lg.QSGP.Basis(kind="inducing", batch=args.t3_mt),
                 # with Newton steps on the mean, the mean-field diagonal is set by Prop. 1
                 # (one O(N m) pass before and after); AdaGrad runs learn it by steps
-                closed_form_diagonal=newton,
-                mean_step=args.t3_mean_step,
-                newton_damping=args.t3_damping,
-                newton_ridge=args.t3_ridge,
+                covariance=lg.QSGP.Covariance(kind="meanfield", closed_form_diagonal=newton),
+                kernel=kern,
+                likelihood=lg.likelihoods.Gaussian(noise),
+                control_variate=200,
+                mean_step=(
+                    lg.QSGP.Newton(damping=args.t3_damping, ridge=args.t3_ridge)
+                    if newton
+                    else args.t3_mean_step
+                ),
             )
             q.fit(X, y, max_steps=args.t3_steps, batch_size=args.t3_mt, lr=0.01, seed=split)
-            args.nystrom_cv = q.nystrom_cv  # recorded in the part's settings
-            settings["nystrom_cv"] = q.nystrom_cv
+            args.nystrom_cv = q.control_variate.nystrom  # recorded in the part's settings
+            settings["nystrom_cv"] = q.control_variate.nystrom
             rm, nl = metrics(q, Xte, yte)
             sec = time.perf_counter() - t
             r["qsgp0"].append({"split": split, "rmse": rm, "mnlp": nl, "sec": sec})
@@ -181,15 +177,11 @@ def qsrvm(n: int, rvm_update: str = "gradient", mean_step: str = "gradient") -> 
     """The seed's QSRVM on n noisy-sinc points: chevron with 10 dense columns, m~ and the
     control variate's rank n / 2 (250 for n = 500)."""
     return lg.QSGP(
-        basis="rvm",
-        covariance="chevron",
-        num_dense=10,
+        basis=lg.QSGP.Basis(kind="rvm", batch=n // 2, rvm_update=rvm_update),
+        covariance=lg.QSGP.Covariance(kind="chevron", num_dense=10, closed_form_diagonal=False),
         kernel=lg.kernels.RBF(lengthscale=1.0, variance=1.0),
         likelihood=lg.likelihoods.Gaussian(0.01),
-        basis_batch=n // 2,
-        cv_rank=n // 2,
-        closed_form_diagonal=False,
-        rvm_update=rvm_update,
+        control_variate=n // 2,
         mean_step=mean_step,
     )
 
@@ -265,14 +257,12 @@ def run_augment(args) -> dict:
         ("full C", "full", False),
     ):
         q = lg.QSGP(
-            basis="inducing",
-            covariance=cov,
+            basis=lg.QSGP.Basis(kind="inducing", batch=20),
+            covariance=lg.QSGP.Covariance(kind=cov, num_columns=20 if cov == "full" else None),
             kernel=lg.kernels.RBF(**kern),
             likelihood=lg.likelihoods.Gaussian(0.01),
             augment=aug,
             normalize_y=False,
-            basis_batch=20,
-            num_columns=20,
         )
         q.fit(X, y, max_steps=args.aug_steps, batch_size=20, lr=0.05, seed=0)
         curves[label] = q.predict_f(Xs)
@@ -308,11 +298,10 @@ def run_digits(args) -> dict:
     t = time.perf_counter()
     q = lg.QSGP(
         num_basis=args.digits_m,
-        basis="rff",
+        basis=lg.QSGP.Basis(kind="rff", batch=args.digits_mt),
         likelihood="bernoulli",
         kernel=lg.kernels.RBF(lengthscale=2.0, variance=4.0, ard=False),
-        basis_batch=args.digits_mt,
-        hyper_lr=0.01,
+        hyperparameters=lg.QSGP.Hyperparameters(lr=0.01),
     )
     q.fit(X, d.y_train, max_steps=args.digits_steps, batch_size=100, lr=0.05, seed=0)
     p, _ = q.predict_y(Xte)

@@ -65,7 +65,8 @@ def qsgp_rvm(
     t = time.perf_counter()
     q = qsrvm(n, update)
     if full_batch:
-        q.basis_batch, q.cv_rank = n, 0
+        q.basis = q.basis.replace(batch=n)
+        q.control_variate = q.control_variate.replace(rank=0)
     path = []
 
     def count(info) -> None:

@@ -70,15 +70,12 @@ def time_steps(model, X, y, steps: int, reps: int) -> list[float]:
 
 
 def make(m: int, cov: str) -> lg.QSGP:
+    dense = {"num_dense": 10, "num_columns": 10} if cov == "chevron" else {}
     return lg.QSGP(
         num_basis=m,
-        basis="rff",
-        covariance=cov,
-        num_dense=10,
-        num_columns=10,
-        basis_batch=250,
-        cv_rank=100,
-        closed_form_diagonal=False,
+        basis=lg.QSGP.Basis(kind="rff", batch=250),
+        covariance=lg.QSGP.Covariance(kind=cov, closed_form_diagonal=False, **dense),
+        control_variate=100,
     )
 
 

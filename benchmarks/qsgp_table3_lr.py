@@ -25,14 +25,11 @@ def main() -> None:
     Xte, yte = Xte[:2000], yte[:2000]
     ls, var, noise = exact_init(X, y, 0)
     q = lg.QSGP(
-        basis="inducing",
-        covariance="meanfield",
+        basis=lg.QSGP.Basis(kind="inducing", batch=500),
+        covariance=lg.QSGP.Covariance(kind="meanfield", closed_form_diagonal=False),
         kernel=lg.kernels.RBF(lengthscale=ls, variance=var),
         likelihood=lg.likelihoods.Gaussian(noise),
-        basis_batch=500,
-        cv_rank=200,
-        closed_form_diagonal=False,
-        nystrom_cv=nystrom,
+        control_variate=lg.QSGP.ControlVariate(rank=200, nystrom=nystrom),
     )
     t = time.perf_counter()
 

@@ -141,7 +141,7 @@ def run_small(name, args):
                     likelihood=lik(),
                     kernel=lg.kernels.RBF(ard=False),
                     posterior=post,
-                    num_samples=args.samples,
+                    estimator=lg.SAVIGP.Estimator(num_samples=args.samples),
                     **kw,
                 )
                 steps = args.steps // 2 if name == "usps" else args.steps  # Q = 3, D = 256
@@ -331,7 +331,7 @@ def run_mining(args):
             likelihood=LogGaussianCox(bin_size=50.0),
             kernel=lg.kernels.RBF(lengthscale=13516.0, ard=False),
             posterior=post,
-            num_samples=args.samples,
+            estimator=lg.SAVIGP.Estimator(num_samples=args.samples),
             **kw,
         )
         model.fit(X, y, optimizer="lbfgs", lr=1.0, max_steps=args.steps, seed=0)
@@ -405,7 +405,7 @@ def run_sarcos(args):
         likelihood=GPRN(num_outputs=P, num_nodes=1),
         kernel=lg.kernels.RBF(ard=True),
         posterior="fg",
-        num_samples=args.samples,
+        estimator=lg.SAVIGP.Estimator(num_samples=args.samples),
     )
     model.fit(
         Xtr,
@@ -470,14 +470,11 @@ def run_seismic(args):
             likelihood=lik,
             num_latent=8,
             dense=True,
-            posterior="fg",
-            prior_mean=seis.PRIOR_MEAN,
-            prior_variance=seis.PRIOR_VARIANCE,
+            posterior=lg.SAVIGP.Posterior(init_cov_scale=1e-3),
+            prior=lg.SAVIGP.Prior(mean=seis.PRIOR_MEAN, variance=seis.PRIOR_VARIANCE),
             kernel=lg.kernels.RBF(lengthscale=1.0, ard=False),
             learn_hyperparameters=False,
-            init_cov_scale=1e-3,
-            num_samples=args.samples,
-            estimator=est,
+            estimator=lg.SAVIGP.Estimator(method=est, num_samples=args.samples),
         )
         model.fit(X, y, optimizer=opt, lr=1.0 if opt == "lbfgs" else 0.02, max_steps=steps, seed=0)
         mu, var = model.predict_f(X)
@@ -571,8 +568,7 @@ def run_flights(args):
                     likelihood="gaussian",
                     kernel=lg.kernels.RBF(ard=True),
                     posterior="fg",
-                    estimator="reparam",
-                    num_samples=args.samples,
+                    estimator=lg.SAVIGP.Estimator(method="reparam", num_samples=args.samples),
                 )
             else:
                 model = lg.SVGP(Z=Z.copy(), likelihood="gaussian", kernel=lg.kernels.RBF(ard=True))
@@ -748,8 +744,7 @@ def run_digits8m(args):
             likelihood=Softmax(10),
             kernel=lg.kernels.RBF(ard=False),
             posterior="fg",
-            estimator="reparam",
-            num_samples=args.samples,
+            estimator=lg.SAVIGP.Estimator(method="reparam", num_samples=args.samples),
             learn_hyperparameters=False,  # the paper optimised only variational parameters
             learn_inducing=False,
         )

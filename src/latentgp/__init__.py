@@ -60,6 +60,7 @@ __all__ = [
     "likelihoods",
     "linalg",
     "metrics",
+    "priors",
     "variational",
     "config",
     "get_config",

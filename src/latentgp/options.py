@@ -18,6 +18,8 @@ both spellings of one field is an error.  Models call it once per group in ``__i
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import warnings
 from typing import Any, ClassVar, TypeVar
 
@@ -33,6 +35,12 @@ class OptionGroup:
 
     #: the constructor argument that takes this group (for messages), e.g. ``"posterior"``
     argument: ClassVar[str] = ""
+    #: how users write the class (for messages), e.g. ``"lg.SAVIGP.Posterior"``; default
+    #: the class name
+    written_as: ClassVar[str] = ""
+    #: the fields that a shorthand (a value ``parse`` reads other than an instance or a
+    #: dict) sets; None: the fields where the parsed group differs from the default
+    shorthand_fields: ClassVar[tuple[str, ...] | None] = None
 
     def __post_init__(self) -> None:  # subclasses check their fields here
         pass
@@ -76,6 +84,31 @@ class OptionGroup:
         return cls(**config)
 
 
+def resolve_groups(
+    groups: dict[str, type[OptionGroup]],
+    flat_keywords: dict[str, tuple[str, str]],
+    given: dict[str, Any],
+    flat: dict[str, Any],
+    *,
+    model: str,
+) -> dict[str, Any]:
+    """:func:`resolve_group` for each of a model's groups ``{argument: group class}``.
+
+    ``given``: what the caller passed for each group argument (missing: None);
+    ``flat``: the deprecated flat keywords the caller passed; ``flat_keywords``: every
+    deprecated keyword as ``{keyword: (group argument, field)}``.  Returns
+    ``{argument: group}``."""
+    out = {}
+    for argument, cls in groups.items():
+        fields = {
+            keyword: (field, flat.get(keyword, UNSET))
+            for keyword, (arg, field) in flat_keywords.items()
+            if arg == argument
+        }
+        out[argument] = resolve_group(cls, given.get(argument), fields, model=model)
+    return out
+
+
 def resolve_group(
     group_cls: type[G],
     given: Any,
@@ -96,11 +129,15 @@ def resolve_group(
     passed = {kw: fv for kw, fv in flat.items() if fv[1] is not UNSET}
     if not passed:
         return group
+    default = group_cls()
     explicit = set()
     if isinstance(given, dict):
         explicit = set(given)
+    elif given is not None and not isinstance(given, group_cls) and (
+        group_cls.shorthand_fields is not None
+    ):
+        explicit = set(group_cls.shorthand_fields)
     elif given is not None:
-        default = group_cls()
         explicit = {
             f.name
             for f in dataclasses.fields(group)
@@ -114,12 +151,37 @@ def resolve_group(
                 f"{field}; use only {group_cls.argument}="
             )
         changes[field] = value
-    spelled = ", ".join(f"{field}={value!r}" for field, value in changes.items())
+    # the whole grouped spelling: the flat values, and what the group argument already set
+    spelled = ", ".join(
+        f"{f.name}={changes[f.name]!r}"
+        if f.name in changes
+        else f"{f.name}={getattr(group, f.name)!r}"
+        for f in dataclasses.fields(group)
+        if f.name in changes or getattr(group, f.name) != getattr(default, f.name)
+    )
     warnings.warn(
         f"{model}: {', '.join(f'{k}=' for k in passed)} "
         f"{'is' if len(passed) == 1 else 'are'} deprecated; write "
-        f"{group_cls.argument}={group_cls.__name__}({spelled})",
+        f"{group_cls.argument}={group_cls.written_as or group_cls.__name__}({spelled})",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=caller_stacklevel(),
     )
     return group.replace(**changes)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` in the function that calls this one
+    which points at the first frame outside the latentgp package: the user's line, however
+    many of the package's frames (a model's ``__init__``, a subclass's ``super().__init__``,
+    the :func:`~latentgp.validation.keyword_only_after_first` wrapper) lie between."""
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE_DIR
+    ):
+        frame = frame.f_back
+        level += 1
+    return level

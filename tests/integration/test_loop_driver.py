@@ -31,7 +31,12 @@ def _sep(scheme="batch"):
 
 
 def _qsgp():
-    return lg.QSGP(num_basis=60, covariance="chevron", num_dense=3, cv_rank=10, basis_batch=20)
+    return lg.QSGP(
+        num_basis=60,
+        basis=lg.QSGP.Basis(batch=20),
+        covariance=lg.QSGP.Covariance(kind="chevron", num_dense=3),
+        control_variate=10,
+    )
 
 
 def _state(m):
@@ -178,9 +183,10 @@ def test_optimizer_kwargs_in_sep_and_qsgp(monkeypatch):
     # QSGP: AdaGrad's eps; a huge eps shrinks the first step to lr * g / eps
     Xr, yr = reg_data()
     kw = dict(batch_size=10, max_steps=1, seed=0, lr=0.1)
-    q0 = lg.QSGP(num_basis=30, learn_hyperparameters=False, closed_form_diagonal=False)
+    no_cfd = lg.QSGP.Covariance(closed_form_diagonal=False)
+    q0 = lg.QSGP(num_basis=30, learn_hyperparameters=False, covariance=no_cfd)
     q0.fit(Xr, yr, **kw, optimizer_kwargs={"eps": 1e6})
-    q1 = lg.QSGP(num_basis=30, learn_hyperparameters=False, closed_form_diagonal=False)
+    q1 = lg.QSGP(num_basis=30, learn_hyperparameters=False, covariance=no_cfd)
     q1.fit(Xr, yr, **kw)
     # default eps: the first AdaGrad step moves every touched mu by lr * g / |g| = lr
     step1 = q1.mu.detach().abs()

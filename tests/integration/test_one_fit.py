@@ -41,7 +41,12 @@ def _sep(scheme="batch"):
 
 
 def _qsgp():
-    return lg.QSGP(num_basis=60, covariance="chevron", num_dense=3, cv_rank=10, basis_batch=20)
+    return lg.QSGP(
+        num_basis=60,
+        basis=lg.QSGP.Basis(batch=20),
+        covariance=lg.QSGP.Covariance(kind="chevron", num_dense=3),
+        control_variate=10,
+    )
 
 
 # name: (model factory, data, fit arguments, step at which the interrupted run stops)

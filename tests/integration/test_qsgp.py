@@ -22,42 +22,50 @@ def _data(n=40, d=2, seed=0, binary=False):
     return X, y
 
 
-def _model(X, y, **kw):
-    """A built model with random (non-optimal) variational parameters."""
-    kw.setdefault("basis_batch", 10**6)
-    m = lg.QSGP(**kw)
+Basis, Covariance, Newton = lg.QSGP.Basis, lg.QSGP.Covariance, lg.QSGP.Newton
+
+
+def _model(X, y, basis="rff", **kw):
+    """A built model with random (non-optimal) variational parameters; every basis
+    function per index draw unless ``basis`` is a Basis."""
+    if isinstance(basis, str):
+        basis = Basis(kind=basis, batch=10**6)
+    m = lg.QSGP(basis=basis, **kw)
     m.fit(X, y, max_steps=1, batch_size=min(10, len(y)), seed=0)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         m.mu.copy_(0.5 * torch.randn(m.m, generator=g, dtype=torch.float64))
         m.c_dense.copy_(0.1 * torch.randn(m.c_dense.shape, generator=g, dtype=torch.float64))
         m.c_raw.add_(0.1 * torch.randn(m.m, generator=g, dtype=torch.float64))
-        if m.basis == "rvm":
+        if m.basis.kind == "rvm":
             m.log_s.copy_(0.3 * torch.randn(m.m, generator=g, dtype=torch.float64))
     return m
 
 
 def _estimates(m, X, y, reps, batch_size, basis_batch, **kw):
-    m.basis_batch = basis_batch
+    m.basis = m.basis.replace(batch=basis_batch)
     return np.array(
         [m.objective_estimate(X, y, batch_size=batch_size, seed=s, **kw) for s in range(reps)]
     )
 
 
 CASES = [
-    dict(basis="rff", num_basis=30, covariance="chevron", num_dense=3, num_columns=2),
+    dict(
+        basis="rff", num_basis=30, covariance=Covariance(kind="chevron", num_dense=3, num_columns=2)
+    ),
     dict(basis="rff", num_basis=25, covariance="meanfield", kernel="matern32"),
     dict(basis="inducing", covariance="meanfield"),
-    dict(basis="inducing", covariance="chevron", num_dense=4, num_columns=2),
-    dict(basis="rvm", covariance="full", num_columns=5),
+    dict(basis="inducing", covariance=Covariance(kind="chevron", num_dense=4, num_columns=2)),
+    dict(basis="rvm", covariance=Covariance(kind="full", num_columns=5)),
 ]
 
 
 @pytest.mark.parametrize("kw", CASES)
 def test_all_indices_give_exact_elbo(kw):
     X, y = _data()
-    kw = dict(kw, num_columns=10**6)
     m = _model(X, y, **kw)
+    if m.covariance.kind != "meanfield":
+        m.covariance = m.covariance.replace(num_columns=10**6)
     exact = m.exact_elbo(X, y)
     est = m.objective_estimate(X, y)  # every row, every basis function, every column
     assert est == pytest.approx(exact, rel=1e-10, abs=1e-8)
@@ -80,7 +88,7 @@ def test_control_variate_is_unbiased_and_reduces_variance():
     X, y = _data(n=400, d=1, seed=3)
     y = np.zeros_like(y)
     m = _model(
-        X, y, basis="rff", num_basis=200, covariance="chevron", num_dense=2, normalize_y=False
+        X, y, num_basis=200, covariance=Covariance(kind="chevron", num_dense=2), normalize_y=False
     )
     m.setup_control_variate(X, rank=100)
     exact = m.exact_elbo(X, y)
@@ -95,13 +103,10 @@ def test_running_expectation_tracks_sparse_updates():
     """Prop. 3: after sparse steps the O(1)-updated state equals Phi_p mu recomputed."""
     X, y = _data(n=300, d=1, seed=4)
     m = lg.QSGP(
-        basis="rff",
+        basis=Basis(kind="rff", batch=40),
         num_basis=500,
-        covariance="chevron",
-        num_dense=3,
-        cv_rank=50,
-        basis_batch=40,
-        closed_form_diagonal=False,
+        covariance=Covariance(kind="chevron", num_dense=3, closed_form_diagonal=False),
+        control_variate=50,
         learn_hyperparameters=False,
     )
     m.fit(X, y, max_steps=60, batch_size=30, seed=1)
@@ -116,11 +121,10 @@ def test_running_expectation_tracks_sparse_updates():
 def test_step_touches_only_sampled_rows():
     X, y = _data(n=100, d=1)
     m = lg.QSGP(
-        basis="rff",
+        basis=Basis(kind="rff", batch=20),
         num_basis=5000,
-        basis_batch=20,
         learn_hyperparameters=False,
-        closed_form_diagonal=False,
+        covariance=Covariance(closed_form_diagonal=False),
     )
     m.fit(X, y, max_steps=1, batch_size=10, seed=0)
     before = m.mu.detach().clone(), m.c_raw.detach().clone()
@@ -159,9 +163,10 @@ def test_hashed_features_are_reproducible_and_uniform():
 @pytest.mark.parametrize("lik", ["bernoulli", "laplace"])
 def test_lower_bound_below_true_expected_log_likelihood(lik):
     X, y = _data(n=30, binary=lik == "bernoulli")
-    m = _model(X, y, basis="rff", num_basis=20, covariance="chevron", num_dense=2, likelihood=lik)
+    cov = Covariance(kind="chevron", num_dense=2)
+    m = _model(X, y, num_basis=20, covariance=cov, likelihood=lik)
     exact = m.exact_elbo(X, y)  # quadrature with the exact phi Sigma phi^T
-    m.num_columns = 10**6
+    m.covariance = cov.replace(num_columns=10**6)
     assert m.objective_estimate(X, y) == pytest.approx(exact, rel=1e-10)  # all indices
     est = _estimates(m, X, y, reps=800, batch_size=30, basis_batch=6)
     se = est.std() / np.sqrt(len(est))
@@ -216,7 +221,10 @@ def test_fit_matches_exact_gp_mean():
     # all m = N basis functions per step, data subsampled (n~ = 100) with the control
     # variate (sub-sampling the Phi = S = K basis as well needs many more steps)
     q = lg.QSGP(
-        basis="inducing", kernel=ex.kernel, likelihood=ex.likelihood, basis_batch=300, cv_rank=50
+        basis=Basis(kind="inducing", batch=300),
+        kernel=ex.kernel,
+        likelihood=ex.likelihood,
+        control_variate=50,
     )
     q.fit(X, y, max_steps=800, batch_size=100, seed=0, lr=0.05)
     me, _ = ex.predict_f(Xs)
@@ -248,7 +256,7 @@ def test_augmentation_restores_prior_variance_far_away():
 
 def test_classification_predicts_probabilities():
     X, y = _data(n=200, binary=True)
-    q = lg.QSGP(num_basis=2000, likelihood="bernoulli", basis_batch=200)
+    q = lg.QSGP(num_basis=2000, likelihood="bernoulli", basis=Basis(batch=200))
     q.fit(X, y, max_steps=300, batch_size=50, seed=0)
     p, _ = q.predict_y(X)
     assert np.all((p > 0) & (p < 1))
@@ -282,8 +290,8 @@ def test_bad_input():
         lg.QSGP(kernel="periodic")
     with pytest.raises(ValueError, match="num_basis"):
         lg.QSGP(num_basis=0)
-    with pytest.raises(ValueError, match="control variate"):
-        lg.QSGP(likelihood="bernoulli", cv_rank=10)
+    with pytest.raises(ValueError, match="control_variate"):
+        lg.QSGP(likelihood="bernoulli", control_variate=10)
     with pytest.raises(ValueError, match="optimizer"):
         lg.QSGP().fit(X, y, optimizer="adam", max_steps=1)
     with pytest.raises(ValueError, match="num_basis"):
@@ -299,13 +307,18 @@ def test_bad_input():
         lg.QSGP().predict_y(X)
 
 
+def _with_dense(kind, num_dense):
+    """The covariance ``kind`` with ``num_dense`` dense columns where it has any."""
+    return Covariance(kind=kind, num_dense=num_dense if kind == "chevron" else None)
+
+
 @pytest.mark.parametrize("covariance", ["meanfield", "chevron"])
 def test_rvm_em_update_is_coordinate_ascent_on_the_exact_elbo(covariance):
     """The "em" RVM step sets c_ii (diagonal-only columns, Prop. 1) and then s_i to their
     exact ELBO optima: the ELBO does not decrease, and its derivative with respect to each
     log s_i vanishes afterwards (central finite differences of the exact ELBO)."""
     X, y = _data(n=30)
-    m = _model(X, y, basis="rvm", covariance=covariance, num_dense=3)
+    m = _model(X, y, basis="rvm", covariance=_with_dense(covariance, 3))
     Xt = torch.as_tensor(X)
     before = m.exact_elbo(X, y)
     U = torch.arange(m.m)
@@ -329,7 +342,7 @@ def test_rvm_mackay_update_has_em_fixed_points_and_takes_longer_steps(covariance
     direction as the em optimum 1 / (mu_i^2 + Sigma_ii), at least as far, and leaves em's
     fixed point where it is."""
     X, y = _data(n=30)
-    m = _model(X, y, basis="rvm", covariance=covariance, num_dense=3)
+    m = _model(X, y, basis="rvm", covariance=_with_dense(covariance, 3))
     U = torch.arange(m.m)
     colnorm = m.column_norms(torch.as_tensor(X))
     start = m.log_s.detach().clone()
@@ -355,8 +368,8 @@ def test_rvm_mackay_update_has_em_fixed_points_and_takes_longer_steps(covariance
 
 
 def test_rvm_update_names_are_checked():
-    with pytest.raises(ValueError, match="rvm_update must be one of"):
-        lg.QSGP(basis="rvm", rvm_update="tipping")
+    with pytest.raises(ValueError, match="Basis.rvm_update must be"):
+        lg.QSGP(basis=Basis(kind="rvm", rvm_update="tipping"))
 
 
 @pytest.mark.parametrize("covariance", ["meanfield", "chevron"])
@@ -375,13 +388,13 @@ def test_nystrom_control_variate_is_unbiased_and_reduces_variance(covariance):
         likelihood=lg.likelihoods.Gaussian(1e4),
     )
     if covariance == "chevron":
-        kw.update(num_dense=3, num_columns=2)
+        kw.update(covariance=Covariance(kind="chevron", num_dense=3, num_columns=2))
     m = _model(X, y, kernel=lg.kernels.RBF(lengthscale=1.5), **kw)
     exact = m.exact_elbo(X, y)
-    m.nystrom_cv = False
+    m.control_variate = m.control_variate.replace(nystrom=False)
     m.setup_control_variate(X, rank=30)
     prop3 = _estimates(m, X, y, reps=500, batch_size=120, basis_batch=20, use_control_variate=True)
-    m.nystrom_cv = True
+    m.control_variate = m.control_variate.replace(nystrom=True)
     m.setup_control_variate(X, rank=30)
     both = _estimates(m, X, y, reps=500, batch_size=120, basis_batch=20, use_control_variate=True)
     se = both.std() / np.sqrt(len(both))
@@ -394,13 +407,10 @@ def test_nystrom_running_expectation_tracks_sparse_updates():
     equal their recomputation after training."""
     X, y = _data(n=200, d=1, seed=6)
     m = lg.QSGP(
-        basis="inducing",
-        covariance="chevron",
-        num_dense=3,
-        cv_rank=40,
-        basis_batch=30,
+        basis=Basis(kind="inducing", batch=30),
+        covariance=Covariance(kind="chevron", num_dense=3, closed_form_diagonal=False),
+        control_variate=40,
         kernel=lg.kernels.RBF(lengthscale=1.0),
-        closed_form_diagonal=False,
     )
     m.fit(X, y, max_steps=40, batch_size=30, seed=2)
     cv = m.training_state()["train_state"]["cv"]
@@ -430,8 +440,8 @@ def test_rvm_mackay_update_falls_back_to_em_when_gamma_is_not_positive():
 
 NEWTON_CASES = [
     dict(basis="rff", num_basis=30, covariance="meanfield"),
-    dict(basis="inducing", covariance="chevron", num_dense=4),
-    dict(basis="rvm", covariance="chevron", num_dense=3),
+    dict(basis="inducing", covariance=Covariance(kind="chevron", num_dense=4)),
+    dict(basis="rvm", covariance=Covariance(kind="chevron", num_dense=3)),
 ]
 
 
@@ -440,7 +450,7 @@ def test_newton_mean_step_with_everything_sampled_is_the_exact_optimum(kw):
     """All rows, all basis functions and rho = 1: one block-Newton step lands on the
     maximiser (Phi^T Phi / s2 + S)^{-1} Phi^T y / s2 of the exact ELBO in mu."""
     X, y = _data()
-    m = _model(X, y, mean_step="newton", newton_damping=1.0, learn_hyperparameters=False, **kw)
+    m = _model(X, y, mean_step=Newton(damping=1.0), learn_hyperparameters=False, **kw)
     Xt = torch.as_tensor(X, dtype=torch.float64)
     yt = m.scale_targets(y)
     U = torch.arange(m.m)
@@ -485,7 +495,7 @@ def test_newton_mean_step_block_hessian_and_gradient_are_unbiased():
     got_H = sum((30 / 3) * full[r][:, U].T @ full[r][:, U] / s2 for r in rows) / 10
     assert torch.allclose(got_g, want_g) and torch.allclose(got_H, want_H)
     # and the model's step uses exactly these pieces: rho = 1 on one batch
-    m.newton_damping = 1.0
+    m.mean_step = m.mean_step.replace(damping=1.0)
     r = rows[0]
     g = (30 / 3) * full[r][:, U].T @ (yt[r] - full[r] @ mu) / s2 - m.prior_block(U) @ mu[U]
     H = (30 / 3) * full[r][:, U].T @ full[r][:, U] / s2 + m.prior_block(U)
@@ -505,15 +515,11 @@ def test_newton_mean_step_prunes_the_rvm_where_gradient_steps_do_not():
     counts = {}
     for step in ("gradient", "newton"):
         q = lg.QSGP(
-            basis="rvm",
-            covariance="chevron",
-            num_dense=5,
+            basis=Basis(kind="rvm", batch=50, rvm_update="em"),
+            covariance=Covariance(kind="chevron", num_dense=5, closed_form_diagonal=False),
             kernel=lg.kernels.RBF(lengthscale=1.0),
             likelihood=lg.likelihoods.Gaussian(0.01),
-            basis_batch=50,
-            cv_rank=50,
-            closed_form_diagonal=False,
-            rvm_update="em",
+            control_variate=50,
             mean_step=step,
         )
         q.fit(X, y, max_steps=800, batch_size=50, lr=0.01, seed=0, progress=False)
@@ -523,14 +529,16 @@ def test_newton_mean_step_prunes_the_rvm_where_gradient_steps_do_not():
 
 
 def test_newton_mean_step_arguments_are_checked():
-    with pytest.raises(ValueError, match="mean_step must be one of"):
+    with pytest.raises(ValueError, match="mean_step must be 'gradient', 'newton'"):
         lg.QSGP(mean_step="lbfgs")
-    with pytest.raises(ValueError, match="newton_damping must be in"):
-        lg.QSGP(mean_step="newton", newton_damping=1.5)
+    with pytest.raises(ValueError, match=r"Newton.damping must be in \(0, 1\]"):
+        lg.QSGP(mean_step=Newton(damping=1.5))
     with pytest.raises(ValueError, match="needs the Gaussian likelihood"):
         lg.QSGP(mean_step="newton", likelihood="bernoulli")
-    with pytest.raises(ValueError, match="newton_ridge must be"):
-        lg.QSGP(mean_step="newton", newton_ridge=-1.0)
+    with pytest.raises(ValueError, match="Newton.ridge must be"):
+        lg.QSGP(mean_step=Newton(ridge=-1.0))
+    with pytest.raises(ValueError, match="newton_mean needs"):
+        _model(*_data(), basis="rvm").newton_mean(torch.zeros(2, 2), torch.zeros(2), None, 2)
 
 
 def test_newton_ridge_shortens_the_step_towards_the_gradient():
@@ -541,9 +549,7 @@ def test_newton_ridge_shortens_the_step_towards_the_gradient():
         y,
         basis="rvm",
         covariance="meanfield",
-        mean_step="newton",
-        newton_damping=1.0,
-        newton_ridge=0.05,
+        mean_step=Newton(damping=1.0, ridge=0.05),
         learn_hyperparameters=False,
     )
     Xt = torch.as_tensor(X, dtype=torch.float64)
@@ -558,7 +564,7 @@ def test_newton_ridge_shortens_the_step_towards_the_gradient():
         want = mu + torch.linalg.solve(H + lam * torch.eye(m.m, dtype=H.dtype), g)
         got = m.newton_mean(Xt, yt, U, 30)
     assert torch.allclose(got, want, rtol=1e-8, atol=1e-10)
-    assert m.get_config()["newton_ridge"] == 0.05
+    assert m.get_config()["mean_step"] == {"damping": 1.0, "ridge": 0.05}
 
 
 def test_random_feature_qsgp_is_translation_invariant():

@@ -13,7 +13,7 @@ from small_sets import one_torch_thread  # noqa: F401 (fixture)
 
 import latentgp as lg
 from latentgp.likelihoods import Gaussian
-from latentgp.models.savigp import parse_posterior
+from latentgp.models.savigp_options import parse_posterior
 from latentgp.variational import mixture as mx
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -52,7 +52,12 @@ def _fit_fixed_hypers(exact, steps=60, **kw):
 
 @pytest.fixture(scope="module")
 def dense_fg(exact):
-    return _fit_fixed_hypers(exact, dense=True, posterior="fg", num_samples=300)
+    return _fit_fixed_hypers(exact, dense=True, posterior="fg", estimator=_samples(300))
+
+
+def _samples(num_samples):
+    """The estimator option with ``num_samples`` Monte Carlo draws."""
+    return lg.SAVIGP.Estimator(num_samples=num_samples)
 
 
 def _check_matches_exact(m, ex):
@@ -74,18 +79,21 @@ def test_dense_fg_matches_exact_gp(exact, dense_fg):
     "kw",
     [
         {"num_inducing": 40, "posterior": "fg", "inducing_init": "random"},
-        {"dense": True, "posterior": "fg", "parameterization": "lambda"},
+        {"dense": True, "posterior": lg.SAVIGP.Posterior(parameterization="lambda")},
     ],
 )
 def test_other_fg_modes_match_exact_gp(exact, kw):
-    _check_matches_exact(_fit_fixed_hypers(exact, num_samples=300, **kw), exact[2])
+    _check_matches_exact(_fit_fixed_hypers(exact, estimator=_samples(300), **kw), exact[2])
 
 
 @pytest.mark.slow
 def test_theorem2_lambda_is_noise_precision(exact):
     """For a Gaussian likelihood the optimal Lambda of Theorem 2 is I / sigma^2."""
     m = _fit_fixed_hypers(
-        exact, dense=True, posterior="fg", parameterization="lambda", num_samples=300
+        exact,
+        dense=True,
+        posterior=lg.SAVIGP.Posterior(parameterization="lambda"),
+        estimator=_samples(300),
     )
     lam = torch.nn.functional.softplus(m.lambda_raw).detach().numpy()
     target = 1.0 / float(m.likelihood.variance)
@@ -103,7 +111,7 @@ def test_dense_elbo_matches_marginal_likelihood(exact, dense_fg):
 def test_dense_unwhitened_ell_independent_of_hyperparameters(exact):
     """Dense, paper parameterisation: the hyperparameter gradient is the cross-entropy's."""
     X, y, _ = exact
-    m = lg.SAVIGP(dense=True, posterior="fg", whiten=False, num_samples=5)
+    m = lg.SAVIGP(dense=True, posterior=lg.SAVIGP.Posterior(whiten=False), estimator=_samples(5))
     m.fit(X, y, max_steps=1, lr=1e-12, seed=0)
     Xt = torch.as_tensor(X)
     yt = m.scale_targets(y)
@@ -133,9 +141,7 @@ def _estimator_model(estimator, cv, shift=0.0):
         num_inducing=5,
         likelihood=loglik,
         posterior="mog2",
-        estimator=estimator,
-        control_variates=cv,
-        num_samples=10,
+        estimator=lg.SAVIGP.Estimator(method=estimator, control_variates=cv, num_samples=10),
         normalize_y=False,
     )
     m.fit(X, y, max_steps=1, lr=1e-12, seed=3)
@@ -251,7 +257,7 @@ def test_marginals_match_joint_covariance():
     [
         {"posterior": "fg", "num_inducing": 8},
         {"posterior": "fg", "dense": True},
-        {"num_components": 3, "covariance": "full", "num_inducing": 6},
+        {"posterior": "fg3", "num_inducing": 6},
     ],
 )
 def test_whitened_kl_terms_equal_the_unwhitened_formulas(kw):
@@ -298,7 +304,7 @@ def test_fit_seed_picks_the_monte_carlo_draws():
     X, y = _data(N=25, seed=5)
 
     def fit(seed):
-        m = lg.SAVIGP(likelihood="gaussian", dense=True, num_samples=5)
+        m = lg.SAVIGP(likelihood="gaussian", dense=True, estimator=_samples(5))
         return m.fit(X, y, optimizer="lbfgs", max_steps=5, seed=seed, progress=False)
 
     a, b, c = fit(1), fit(1), fit(2)
@@ -320,7 +326,7 @@ def test_numpy_black_box_likelihood_trains_without_torch_gradients(exact):
         calls.append(f.shape)
         return -0.5 * (yv - f) ** 2 / 0.1 - 0.5 * np.log(2 * np.pi * 0.1) + 0 * np.floor(f)
 
-    m = lg.SAVIGP(num_inducing=15, likelihood=loglik, posterior="fg", num_samples=30)
+    m = lg.SAVIGP(num_inducing=15, likelihood=loglik, posterior="fg", estimator=_samples(30))
     assert m.resolved_estimator() is None  # decided on the first batch, never on made-up data
     m.fit(X, (y - y.mean()) / y.std(), optimizer="adam", lr=0.05, max_steps=100, seed=0)
     assert m.resolved_estimator() == "score"
@@ -335,7 +341,10 @@ def test_softmax_mog2_classifies():
     X = rng.uniform(-3, 3, (90, 1))
     y = np.digitize(X[:, 0], [-1, 1]).astype(float)
     m = lg.SAVIGP(
-        num_inducing=10, likelihood=lg.likelihoods.Softmax(3), posterior="mog2", num_samples=10
+        num_inducing=10,
+        likelihood=lg.likelihoods.Softmax(3),
+        posterior="mog2",
+        estimator=_samples(10),
     )
     m.fit(X, y, optimizer="adam", lr=0.1, max_steps=100, seed=0)
     p, _ = m.predict_y(X)
@@ -347,7 +356,7 @@ def test_softmax_mog2_classifies():
 
 def test_alternating_fit_and_paper_adadelta():
     X, y = _data(30)
-    m = lg.SAVIGP(num_inducing=8, posterior="mog1", num_samples=20)
+    m = lg.SAVIGP(num_inducing=8, posterior="mog1", estimator=_samples(20))
     m.fit(X, y, alternate=True, global_iters=2, inner_steps=5, optimizer="lbfgs", lr=1.0)
     assert m.history_.steps == 2 * 4 * 5
     assert m.history_.objective[-1] > m.history_.objective[0]
@@ -365,14 +374,14 @@ def test_adadelta_uses_the_papers_settings_unless_overridden(monkeypatch):
     recording.__wrapped__ = fit_mod.make_optimizer
     monkeypatch.setattr(fit_mod, "make_optimizer", recording)
     X, y = _data(30)
-    lg.SAVIGP(num_inducing=8, num_samples=10).fit(X, y, optimizer="adadelta", max_steps=2)
+    lg.SAVIGP(num_inducing=8, estimator=_samples(10)).fit(X, y, optimizer="adadelta", max_steps=2)
     assert made[-1].defaults["rho"] == 0.95 and made[-1].defaults["eps"] == 1e-6
     assert made[-1].defaults["lr"] == 1.0
-    lg.SAVIGP(num_inducing=8, num_samples=10).fit(
+    lg.SAVIGP(num_inducing=8, estimator=_samples(10)).fit(
         X, y, optimizer="adadelta", max_steps=2, optimizer_kwargs={"rho": 0.5}
     )
     assert made[-1].defaults["rho"] == 0.5 and made[-1].defaults["eps"] == 1e-6
-    lg.SAVIGP(num_inducing=8, num_samples=10).fit(
+    lg.SAVIGP(num_inducing=8, estimator=_samples(10)).fit(
         X, y, optimizer="adadelta", max_steps=2, paper_adadelta=False
     )
     assert made[-1].defaults["rho"] == 0.9  # the loop's default
@@ -380,7 +389,7 @@ def test_adadelta_uses_the_papers_settings_unless_overridden(monkeypatch):
 
 def test_save_load_roundtrip(tmp_path):
     X, y = _data(30)
-    m = lg.SAVIGP(num_inducing=8, posterior="mog2", num_samples=10)
+    m = lg.SAVIGP(num_inducing=8, posterior="mog2", estimator=_samples(10))
     m.fit(X, y, max_steps=20, seed=0)
     path = tmp_path / "savigp.pt"
     m.save(path)
@@ -388,7 +397,11 @@ def test_save_load_roundtrip(tmp_path):
     assert isinstance(m2, lg.SAVIGP) and m2.num_components == 2
     a, b = m.predict_y(X), m2.predict_y(X)
     assert np.allclose(a[0], b[0]) and np.allclose(a[1], b[1])
-    md = lg.SAVIGP(dense=True, parameterization="lambda", num_samples=10).fit(X, y, max_steps=5)
+    md = lg.SAVIGP(
+        dense=True,
+        posterior=lg.SAVIGP.Posterior(parameterization="lambda"),
+        estimator=_samples(10),
+    ).fit(X, y, max_steps=5)
     md.save(path)
     assert np.allclose(lg.load(path).predict_y(X)[0], md.predict_y(X)[0])
 
@@ -402,9 +415,9 @@ def test_bad_input():
     with pytest.raises(ValueError, match="estimator"):
         lg.SAVIGP(estimator="magic")
     with pytest.raises(ValueError, match="lambda"):
-        lg.SAVIGP(posterior="mog2", parameterization="lambda")
-    with pytest.raises(ValueError, match="num_samples"):
-        lg.SAVIGP(num_samples=0)
+        lg.SAVIGP(posterior=lg.SAVIGP.Posterior(components=2, parameterization="lambda"))
+    with pytest.raises(ValueError, match="Estimator.num_samples"):
+        lg.SAVIGP(estimator={"num_samples": 0})
     with pytest.raises(ValueError, match="num_inducing"):
         lg.SAVIGP(num_inducing=50).fit(X, y, max_steps=1)
     with pytest.raises(ValueError, match="full training set"):
@@ -416,7 +429,7 @@ def test_bad_input():
 
 def test_sparsity_factor_sets_inducing_count():
     X, y = _data(40)
-    m = lg.SAVIGP(sparsity=0.2, num_samples=5).fit(X, y, max_steps=2)
+    m = lg.SAVIGP(sparsity=0.2, estimator=_samples(5)).fit(X, y, max_steps=2)
     assert m.M == 8 and m.Z.shape == (8, 1)
     assert isinstance(m.likelihood, Gaussian)
 
@@ -427,7 +440,7 @@ def test_savigp_trains_from_an_out_of_core_source(tmp_path):
     src = lg.datasets.ShardedArrays(tmp_path / "s")
     X, y = src.rows(np.arange(300))
     kw = dict(batch_size=50, max_steps=5, seed=0)
-    a = lg.SAVIGP(num_inducing=6, num_samples=5).fit(src, **kw)
-    b = lg.SAVIGP(num_inducing=6, num_samples=5).fit(X, y, **kw)
+    a = lg.SAVIGP(num_inducing=6, estimator=_samples(5)).fit(src, **kw)
+    b = lg.SAVIGP(num_inducing=6, estimator=_samples(5)).fit(X, y, **kw)
     assert a.num_data == 300
     np.testing.assert_allclose(a.predict_y(X[:20])[0], b.predict_y(X[:20])[0], rtol=1e-6)

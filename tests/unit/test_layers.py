@@ -40,6 +40,7 @@ RANKS = {
     "linalg": 1,
     "parameters": 1,
     "mixtures": 1,
+    "priors": 1,
     "io": 1,
     "data": 1.5,
     "metrics": 1.5,

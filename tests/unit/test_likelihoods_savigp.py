@@ -145,7 +145,7 @@ def test_new_likelihoods_usable_by_svgp_and_savigp(lik, make_y):
     y = make_y(X[:, 0])
     for model in (
         lg.SVGP(num_inducing=10, likelihood=lik()),
-        lg.SAVIGP(num_inducing=10, likelihood=lik(), num_samples=10),
+        lg.SAVIGP(num_inducing=10, likelihood=lik(), estimator={"num_samples": 10}),
     ):
         model.fit(X, y, max_steps=40, lr=0.05, seed=0)
         m, v = model.predict_y(X)

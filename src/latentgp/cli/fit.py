@@ -528,8 +528,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
     )
     g.add_argument(
         "--optimizer",
-        choices=("adam", "adadelta", "sgd", "lbfgs"),
-        help="optimiser (default adam; lbfgs for exact)",
+        choices=("adam", "adadelta", "sgd", "lbfgs", "natural"),
+        help="optimiser (default adam; lbfgs for exact); natural: natural-gradient steps "
+        "on a Gaussian q(u) with adam on the hyperparameters (SVGP and the modulated GPs)",
     )
     g.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default 0)")
     g.add_argument(

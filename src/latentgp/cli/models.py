@@ -163,7 +163,7 @@ for _name, _summary, _build, _settings in (
     (
         "savigp",
         "SAVIGP: mixture-of-Gaussians posterior, black-box likelihoods (seed 000)",
-        model_family("SAVIGP", posterior="fg", num_samples=20),
+        model_family("SAVIGP", posterior="fg", estimator={"num_samples": 20}),
         {"sparse": True},
     ),
     *(

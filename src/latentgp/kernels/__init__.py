@@ -2,10 +2,20 @@
 ``(*batch, N)``."""
 
 from . import nystrom
-from .base import Kernel, Product, Scale, Sum, kernel_from_config, kernel_from_name
-from .linear import Linear
+from .base import Active, Kernel, Product, Scale, Sum, kernel_from_config, kernel_from_name
+from .linear import Linear, Polynomial
 from .periodic import Periodic
-from .stationary import RBF, Matern12, Matern32, Matern52, Stationary, scaled_sqdist
+from .spectral import Cosine, SpectralMixture
+from .stationary import (
+    RBF,
+    Matern12,
+    Matern32,
+    Matern52,
+    RationalQuadratic,
+    Stationary,
+    scaled_sqdist,
+)
+from .structure import ChangePoint, Coregion
 
 __all__ = [
     "Kernel",
@@ -23,4 +33,11 @@ __all__ = [
     "kernel_from_config",
     "scaled_sqdist",
     "nystrom",
+    "Active",
+    "Polynomial",
+    "RationalQuadratic",
+    "SpectralMixture",
+    "Cosine",
+    "ChangePoint",
+    "Coregion",
 ]

@@ -89,6 +89,11 @@ class Kernel(nn.Module):
 
     __rmul__ = __mul__
 
+    def on(self, dims) -> Active:
+        """This kernel on the input columns ``dims`` only (active dimensions):
+        ``RBF().on([0, 1]) * Coregion(num_tasks=3).on([2])``."""
+        return Active(self, dims)
+
     # -- serialisation -----------------------------------------------------------
     def to_config(self) -> dict[str, Any]:
         """JSON-serialisable description from which :func:`kernel_from_config` rebuilds."""
@@ -181,6 +186,44 @@ class Scale(Kernel):
         return {"kernel": self.kernel.to_config(), "variance": self._init_variance}
 
 
+class Active(Kernel):
+    """``k(x, x') = k0(x[dims], x'[dims])``: a kernel on a subset of the input columns."""
+
+    def __init__(self, kernel: Kernel, dims) -> None:
+        super().__init__()
+        try:
+            dims = [int(d) for d in dims]
+        except (TypeError, ValueError):
+            raise ValueError(f"dims must be a list of column indices, got {dims!r}") from None
+        if not dims or min(dims) < 0 or len(set(dims)) != len(dims):
+            raise ValueError(f"dims must be distinct non-negative column indices, got {dims!r}")
+        self.kernel, self.dims = kernel, dims
+
+    def build(self, input_dim, batch_shape=(), dtype=torch.float64, device=None):  # noqa: D102
+        if max(self.dims) >= input_dim:
+            raise ValueError(
+                f"the kernel is on columns {self.dims}, but the data have {input_dim} columns"
+            )
+        self.kernel.build(len(self.dims), batch_shape, dtype, device)
+        self.input_dim, self.batch_shape = int(input_dim), tuple(batch_shape)
+        return self
+
+    def _columns(self, X):
+        return None if X is None else X[..., self.dims]
+
+    def init_from_data(self, X):  # noqa: D102
+        self.kernel.init_from_data(self._columns(X))
+
+    def forward(self, X, Z=None):  # noqa: D102
+        return self.kernel(self._columns(X), self._columns(Z))
+
+    def diag(self, X):  # noqa: D102
+        return self.kernel.diag(self._columns(X))
+
+    def _config_args(self):
+        return {"kernel": self.kernel.to_config(), "dims": self.dims}
+
+
 _REGISTRY: dict[str, type[Kernel]] = {}
 
 
@@ -199,6 +242,7 @@ def register(*names: str):
 register()(Sum)
 register()(Product)
 register()(Scale)
+register()(Active)
 
 
 def kernel_from_name(name: str | Kernel | None) -> Kernel:
@@ -226,6 +270,9 @@ def kernel_from_config(cfg: dict[str, Any]) -> Kernel:
     cls = _REGISTRY[kind]
     if kind in ("Sum", "Product"):
         return cls(*[kernel_from_config(c) for c in cfg["kernels"]])
-    if kind == "Scale":
-        return cls(kernel_from_config(cfg["kernel"]), variance=cfg.get("variance", 1.0))
+    # composites: their parts are kernel configs under "kernel" / "kernels"
+    if "kernel" in cfg:
+        cfg["kernel"] = kernel_from_config(cfg["kernel"])
+    if "kernels" in cfg:
+        cfg["kernels"] = [kernel_from_config(c) for c in cfg["kernels"]]
     return cls(**cfg)

@@ -45,3 +45,48 @@ class Linear(Kernel):
 
     def _config_args(self):
         return {"variance": self._init_variance, "ard": self.ard}
+
+
+@register("polynomial", "poly")
+class Polynomial(Kernel):
+    """``k(x, z) = variance * (offset + x.z)^degree`` with a fixed integer ``degree`` and
+    learned ``variance`` and ``offset`` (> 0).  Degree 1 is a linear kernel with a bias.
+    """
+
+    def __init__(self, degree: int = 2, variance: float = 1.0, offset: float = 1.0) -> None:
+        super().__init__()
+        if not (isinstance(degree, int) and degree >= 1):
+            raise ValueError(f"Polynomial degree must be an integer >= 1, got {degree!r}")
+        for value, what in ((variance, "variance"), (offset, "offset")):
+            if not (isinstance(value, (int, float)) and value > 0):
+                raise ValueError(f"Polynomial {what} must be positive, got {value!r}")
+        self.degree = degree
+        self._init = (float(variance), float(offset))
+
+    def _build(self, dtype, device):
+        v, c = self._init
+        self.raw_variance = positive_parameter(v, self.batch_shape, dtype, device)
+        self.raw_offset = positive_parameter(c, self.batch_shape, dtype, device)
+
+    @property
+    def variance(self) -> torch.Tensor:
+        return softplus(self.raw_variance)
+
+    @property
+    def offset(self) -> torch.Tensor:
+        return softplus(self.raw_offset)
+
+    def forward(self, X, Z=None):
+        self._check_built()
+        Z = X if Z is None else Z
+        base = self.offset[..., None, None] + X @ Z.mT
+        return self.variance[..., None, None] * base**self.degree
+
+    def diag(self, X):
+        self._check_built()
+        base = self.offset[..., None] + (X * X).sum(-1)
+        return self.variance[..., None] * base**self.degree
+
+    def _config_args(self):
+        v, c = self._init
+        return {"degree": self.degree, "variance": v, "offset": c}

@@ -245,6 +245,39 @@ class RBF(Stationary):
         return torch.exp(Xa @ Za.mT)
 
 
+@register("rationalquadratic", "rq")
+class RationalQuadratic(Stationary):
+    """``variance * (1 + r^2 / (2 alpha))^(-alpha)``: a scale mixture of RBF kernels whose
+    inverse squared lengthscales are gamma distributed with shape ``alpha`` (learned;
+    ``alpha -> inf`` is the RBF)."""
+
+    def __init__(
+        self,
+        lengthscale: float | list[float] | None = None,
+        variance: float = 1.0,
+        alpha: float = 1.0,
+        ard: bool = True,
+    ) -> None:
+        super().__init__(lengthscale, variance, ard)
+        _check_positive(alpha, "RationalQuadratic alpha")
+        self._init_alpha = float(alpha)
+
+    def _build(self, dtype, device):
+        super()._build(dtype, device)
+        self.raw_alpha = positive_parameter(self._init_alpha, self.batch_shape, dtype, device)
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        return softplus(self.raw_alpha)
+
+    def profile(self, r2):
+        a = self.alpha[..., None, None]
+        return torch.exp(-a * torch.log1p(r2 / (2.0 * a)))
+
+    def _config_args(self):
+        return {**super()._config_args(), "alpha": self._init_alpha}
+
+
 def _r(r2: torch.Tensor) -> torch.Tensor:
     # clamp keeps the gradient finite where r = 0 (it is zero there)
     return r2.clamp_min(1e-36).sqrt()

@@ -8,13 +8,16 @@ from .base import (
     likelihood_from_name,
 )
 from .bernoulli import Bernoulli
+from .counts import NegativeBinomial, ZeroInflatedPoisson
 from .experts import GaussianExperts
 from .gaussian import Gaussian
 from .gprn import GPRN
 from .heteroscedastic import HeteroscedasticGaussian
 from .laplace import Laplace
 from .lgcp import LogGaussianCox
+from .ordinal import Ordinal
 from .poisson import Poisson
+from .positive import Beta, Exponential, Gamma
 from .scale_modulated import ScaleModulatedGaussian
 from .softmax import Softmax
 from .student_t import StudentT
@@ -35,3 +38,6 @@ __all__ = [
     "likelihood_from_config",
 ]
 __all__ += ["WarpedGaussian", "LogGaussianCox", "GPRN", "ScaleModulatedGaussian", "GaussianExperts"]
+__all__ += [
+    "NegativeBinomial", "ZeroInflatedPoisson", "Gamma", "Exponential", "Beta", "Ordinal",
+]

@@ -35,6 +35,7 @@ from ..likelihoods import Gaussian, Likelihood, likelihood_from_config, likeliho
 from ..parameters import spread_unit
 from ..rng import seeded_scope
 from ..validation import check_inputs, check_targets
+from .hyperpriors import HyperpriorMixin
 from .predict import chunked, rows_per_chunk, unscale_moments
 
 FORMAT = "latentgp-model"
@@ -123,7 +124,7 @@ def with_noise_variance(likelihood: Likelihood, noise_variance: float | None) ->
     return likelihood_from_config(cfg)
 
 
-class GPModel(nn.Module):
+class GPModel(HyperpriorMixin, nn.Module):
     """Base class of latentgp models (see module docstring).
 
     Parameters
@@ -232,6 +233,7 @@ class GPModel(nn.Module):
             "likelihood": self.likelihood.to_config(),
             "normalize_y": self.normalize_y,
             "dtype": _dtype_name(self.dtype_),
+            **self.hyperprior_config(),
         }
 
     @classmethod
@@ -253,7 +255,10 @@ class GPModel(nn.Module):
         if name not in FILE_DTYPES:
             raise ValueError(f"dtype {name!r} is not one of {sorted(FILE_DTYPES)}")
         cfg["dtype"] = FILE_DTYPES[name]
-        return cls(**cfg, device=device)
+        hyper = {k: cfg.pop(k) for k in ("priors", "bounds") if k in cfg}
+        model = cls(**cfg, device=device)
+        model.restore_hyperpriors(hyper)
+        return model
 
     # ---------------------------------------------------------------- data checks --
     def _check_X(self, X: Any, name: str = "X") -> torch.Tensor:
@@ -345,7 +350,10 @@ class GPModel(nn.Module):
         ``fit`` again continues from the current parameters.  The run's record is in
         ``self.history_``.  ``optimizer_kwargs`` (a dict) go to the ``torch.optim``
         constructor, e.g. ``{"rho": 0.95, "eps": 1e-6}`` for adadelta (see
-        :func:`latentgp.training.make_optimizer`).  With ``checkpoint=path`` the run writes
+        :func:`latentgp.training.make_optimizer`); ``optimizer="natural"`` takes
+        natural-gradient steps on a Gaussian q(u) and Adam on the rest, with
+        ``optimizer_kwargs={"natural_lr": ..., "natural_warmup": ...}`` (see
+        :mod:`latentgp.training.natural`).  With ``checkpoint=path`` the run writes
         resumable checkpoints (every ``checkpoint_every`` steps / ``checkpoint_seconds``
         seconds, at the end and on Ctrl-C); ``resume=True`` continues from one.  Inside a
         ``torch.distributed`` process group the step is data-parallel (see

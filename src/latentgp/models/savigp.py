@@ -31,7 +31,6 @@ Theorem 2: ``S_j = Kzz (Kzz + Kzx Lambda_j Kxz)^-1 Kzz`` with N parameters per l
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -46,7 +45,7 @@ from ..kernels import Kernel
 from ..likelihoods import CallableLikelihood, Likelihood, integrators
 from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
-from ..validation import check_choice, check_positive_int, check_targets, keyword_only_after_first
+from ..validation import check_positive_int, check_targets, keyword_only_after_first
 from ..variational import (
     PredictiveCache,
     cached_marginals,
@@ -62,25 +61,16 @@ from ..variational.mixture import (
 from .base import GPModel, register_model
 from .inducing_inputs import InducingInputs
 from .predict import chunked, mixture_moments
-
-POSTERIORS = {"fg": (1, "full"), "mog1": (1, "diag"), "mog2": (2, "diag")}
-ESTIMATORS = ("reparam", "score")
-
-
-def parse_posterior(name: str) -> tuple[int, str]:
-    """``"fg"`` -> (1, "full"), ``"mog1"`` -> (1, "diag"), ``"mogK"`` -> (K, "diag"),
-    ``"fgK"`` -> (K, "full")."""
-    key = str(name).lower()
-    if key in POSTERIORS:
-        return POSTERIORS[key]
-    m = re.fullmatch(r"(mog|fg)(\d+)", key)
-    if m and int(m.group(2)) >= 1:
-        return int(m.group(2)), "diag" if m.group(1) == "mog" else "full"
-    raise ValueError(f"posterior must be 'fg', 'mog1', 'mog2', 'mogK' or 'fgK', got {name!r}")
-
-
-#: The paper's ADADELTA settings (decay rate 0.95, epsilon 1e-6; notes A.10).
-PAPER_ADADELTA = {"rho": 0.95, "eps": 1e-6}
+from .savigp_fit import fit_alternating, savigp_fit_options
+from .savigp_options import (
+    FLAT_KEYWORDS,
+    GROUPS,
+    Estimator,
+    Posterior,
+    Prior,
+    grouped_config,
+    resolve_options,
+)
 
 
 @register_model
@@ -95,29 +85,40 @@ class SAVIGP(InducingInputs, GPModel):
         ``log_prob(y, f)`` or a plain callable ``fn(y, f)`` (torch or numpy code).
         ``f`` is ``(..., N)`` for one latent and ``(..., N, Q)`` otherwise.
     num_latent: Q when the likelihood is a plain function with several latents.
-    posterior: ``"fg"`` (full Gaussian), ``"mog1"``, ``"mog2"``, ``"mogK"``; or set
-        ``num_components`` and ``covariance`` (``"full"``/``"diag"``) directly.
-    parameterization: ``"cholesky"`` or ``"lambda"`` (Theorem 2, FG only).
-    whiten: store the means (and full factors) as ``m = Lzz v`` (``R = Lzz R_v``): the
-        same ELBO and family, better conditioned for the optimiser.  ``whiten=False`` is
-        the paper's parameterisation; only then does the dense-case ELL not depend on the
-        hyperparameters (their gradient is the exact cross-entropy one).
-    estimator: ``"reparam"`` or ``"score"``; None picks reparam for differentiable torch
-        likelihoods and score otherwise.  control_variates: for the score estimator.
-    num_samples: S, Monte Carlo draws per point, latent and component in the ELL.
-    prior_mean: constant prior mean per latent ``(Q,)`` (e.g. the seismic layer means).
-    prior_variance: initial kernel variance per latent ``(Q,)``.
+    posterior: the q(u) family, a :class:`Posterior` (``components``, ``covariance``,
+        ``parameterization``, ``whiten``, ``init_cov_scale``) or a shorthand ``"fg"``
+        (full Gaussian), ``"mog1"``, ``"mog2"``, ``"mogK"``, ``"fgK"``.
+    estimator: the ELL's Monte Carlo estimator, an :class:`Estimator` (``method``,
+        ``num_samples``, ``control_variates``, ``pred_samples``) or the method,
+        ``"reparam"`` or ``"score"`` (None: reparam for differentiable torch likelihoods,
+        score otherwise).
+    prior: a :class:`Prior`: constant prior ``mean`` and initial kernel ``variance`` per
+        latent.
     learn_hyperparameters, learn_inducing: optimise kernel parameters / Z.
-    init_cov_scale: initial ``S = init_cov_scale * Kzz`` (diag: its diagonal).
     Z: initial inducing inputs ``(M, D)`` or ``(Q, M, D)``.
     inducing_init: ``"kmeans"`` or ``"random"`` (a subset of the data, as the paper).
-    pred_samples: Monte Carlo draws for predictive densities of black-box likelihoods.
+    shared_inducing: one set of inducing inputs for all latents.
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
     ``dtype``, ``noise_variance``.
+
+    Deprecated flat keywords (a ``DeprecationWarning`` shows the grouped spelling):
+    ``num_components``, ``covariance``, ``parameterization``, ``whiten``,
+    ``init_cov_scale`` (in ``posterior=``), ``num_samples``, ``control_variates``,
+    ``pred_samples`` (in ``estimator=``), ``prior_mean``, ``prior_variance`` (in
+    ``prior=``, as ``mean`` and ``variance``).
     """
+
+    Posterior = Posterior
+    Estimator = Estimator
+    Prior = Prior
 
     default_optimizer = "adam"
     default_lr = 0.01
+    #: the constructor arguments that :meth:`get_config` stores as they are kept
+    config_attributes = (
+        "num_inducing", "sparsity", "dense", "shared_inducing", "inducing_init",
+        "learn_inducing", "learn_hyperparameters",
+    )
 
     @keyword_only_after_first(max_legacy=2)
     def __init__(
@@ -128,37 +129,27 @@ class SAVIGP(InducingInputs, GPModel):
         kernel: str | Kernel | None = "rbf",
         sparsity: float | None = None,
         dense: bool = False,
-        posterior: str | None = None,
-        num_components: int = 1,
-        covariance: str = "full",
-        parameterization: str = "cholesky",
-        whiten: bool = True,
-        estimator: str | None = None,
-        control_variates: bool = True,
-        num_samples: int = 100,
+        posterior: Posterior | str | dict[str, Any] | None = None,
+        estimator: Estimator | str | dict[str, Any] | None = None,
+        prior: Prior | dict[str, Any] | None = None,
         num_latent: int | None = None,
         shared_inducing: bool = True,
         Z=None,
         inducing_init: str = "kmeans",
         learn_inducing: bool = True,
         learn_hyperparameters: bool = True,
-        prior_mean: list[float] | None = None,
-        prior_variance: list[float] | None = None,
-        init_cov_scale: float = 1.0,
-        pred_samples: int = 2000,
         **common: Any,
     ) -> None:
+        flat = {k: common.pop(k) for k in list(common) if k in FLAT_KEYWORDS}
         super().__init__(kernel, likelihood, **common)
-        if posterior is not None:
-            num_components, covariance = parse_posterior(posterior)
-        self.posterior = posterior
-        self._set_posterior_family(num_components, covariance, parameterization, whiten)
-        if estimator is not None and estimator not in ESTIMATORS:
-            raise ValueError(f"estimator must be one of {ESTIMATORS} or None, got {estimator!r}")
-        self.estimator = estimator
-        self.control_variates = bool(control_variates)
-        self.num_samples = check_positive_int(num_samples, "num_samples")
-        self.pred_samples = check_positive_int(pred_samples, "pred_samples")
+        groups = resolve_options(
+            {"posterior": posterior, "estimator": estimator, "prior": prior},
+            flat,
+            model=type(self).__name__,
+        )
+        self.posterior: Posterior = groups["posterior"]
+        self.estimator: Estimator = groups["estimator"]
+        self.prior: Prior = groups["prior"]
         self._set_inducing(num_inducing, sparsity, dense, Z, learn_inducing, inducing_init,
                            shared_inducing)
         self.learn_hyperparameters = bool(learn_hyperparameters)
@@ -167,32 +158,13 @@ class SAVIGP(InducingInputs, GPModel):
         )
         if isinstance(self.likelihood, CallableLikelihood) and self._num_latent_arg:
             self.likelihood.latent_dim = self._num_latent_arg
-        self.prior_mean_arg = None if prior_mean is None else [float(v) for v in prior_mean]
-        self.prior_variance_arg = (
-            None if prior_variance is None else [float(v) for v in prior_variance]
-        )
-        if self.prior_variance_arg is not None and min(self.prior_variance_arg) <= 0:
-            raise ValueError("prior_variance values must be positive")
-        if not (isinstance(init_cov_scale, (int, float)) and init_cov_scale > 0):
-            raise ValueError(f"init_cov_scale must be positive, got {init_cov_scale!r}")
-        self.init_cov_scale = float(init_cov_scale)
         self.num_data: int | None = None
         self._sample_seed = 0
 
-    def _set_posterior_family(
-        self, num_components: int, covariance: str, parameterization: str, whiten: bool
-    ) -> None:
-        """Check and keep the mixture posterior's shape and parameterisation."""
-        self.num_components = check_positive_int(num_components, "num_components")
-        self.covariance = check_choice(covariance, "covariance", ("full", "diag"))
-        check_choice(parameterization, "parameterization", ("cholesky", "lambda"))
-        if parameterization == "lambda" and (self.num_components != 1 or covariance != "full"):
-            raise ValueError(
-                "parameterization='lambda' (Theorem 2) is for the full Gaussian posterior: "
-                "use posterior='fg' (num_components=1, covariance='full')"
-            )
-        self.parameterization = parameterization
-        self.whiten = bool(whiten)
+    @property
+    def num_components(self) -> int:
+        """K, the number of mixture components of q(u) (``posterior.components``)."""
+        return self.posterior.components
 
     def _set_inducing(
         self, num_inducing, sparsity, dense, Z, learn_inducing, inducing_init, shared_inducing
@@ -217,43 +189,33 @@ class SAVIGP(InducingInputs, GPModel):
     # ----------------------------------------------------------------- config --
     def get_config(self):
         cfg = super().get_config()
-        cfg.update(
-            num_inducing=self.num_inducing,
-            sparsity=self.sparsity,
-            dense=self.dense,
-            num_components=self.num_components,
-            covariance=self.covariance,
-            parameterization=self.parameterization,
-            whiten=self.whiten,
-            estimator=self.estimator,
-            control_variates=self.control_variates,
-            num_samples=self.num_samples,
-            num_latent=self._num_latent_arg,
-            shared_inducing=self.shared_inducing,
-            inducing_init=self.inducing_init,
-            learn_inducing=self.learn_inducing,
-            learn_hyperparameters=self.learn_hyperparameters,
-            prior_mean=self.prior_mean_arg,
-            prior_variance=self.prior_variance_arg,
-            init_cov_scale=self.init_cov_scale,
-            pred_samples=self.pred_samples,
-        )
+        cfg.update({name: getattr(self, name) for name in self.config_attributes})
+        cfg.update({argument: getattr(self, argument).to_config() for argument in GROUPS})
+        cfg["num_latent"] = self._num_latent_arg
         return cfg
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any], device=None) -> SAVIGP:
+        """The model from :meth:`get_config`'s values; configurations written before the
+        grouped options (flat ``num_components``, ``num_samples``, ...) read the same,
+        without a warning."""
+        return super().from_config(grouped_config(cfg), device=device)
 
     def _build_args(self):
         return {**super()._build_args(), "num_data": self.num_data}
 
     def _default_fit_args(self, N):
-        batch = N if (self.dense or self.parameterization == "lambda") else min(N, 1024)
+        full = self.dense or self.posterior.parameterization == "lambda"
+        batch = N if full else min(N, 1024)
         return {"optimizer": "adam", "lr": 0.01, "batch_size": batch, "max_steps": 1000}
 
     def resolved_estimator(self) -> str | None:
-        """The gradient estimator in use: ``estimator`` if given, else ``"reparam"`` for a
-        differentiable likelihood and ``"score"`` otherwise.  For a plain function that is
-        decided at its first evaluation on real data (the first training batch); until
-        then None."""
-        if self.estimator is not None:
-            return self.estimator
+        """The gradient estimator in use: ``estimator.method`` if given, else ``"reparam"``
+        for a differentiable likelihood and ``"score"`` otherwise.  For a plain function
+        that is decided at its first evaluation on real data (the first training batch);
+        until then None."""
+        if self.estimator.method is not None:
+            return self.estimator.method
         differentiable = self.likelihood.differentiable
         if differentiable is None:
             return None
@@ -282,15 +244,16 @@ class SAVIGP(InducingInputs, GPModel):
         # dense mode: Z = X, fixed, with unit 1 so that it stays bit-equal to X
         self._build_inducing(zshape, learn=self.learn_inducing, fixed=self.dense)
         self.q = MixtureVariational(
-            self.num_components, Q, M, self.covariance, dtype=self.dtype_, device=self.device_
+            self.num_components, Q, M, self.posterior.covariance, dtype=self.dtype_,
+            device=self.device_,
         )
         pm = torch.zeros(Q, dtype=self.dtype_)
-        if self.prior_mean_arg is not None:
-            if len(self.prior_mean_arg) != Q:
-                raise ValueError(f"prior_mean has {len(self.prior_mean_arg)} values for Q={Q}")
-            pm = torch.tensor(self.prior_mean_arg, dtype=self.dtype_)
+        if self.prior.mean is not None:
+            if len(self.prior.mean) != Q:
+                raise ValueError(f"prior.mean has {len(self.prior.mean)} values for Q={Q}")
+            pm = torch.tensor(self.prior.mean, dtype=self.dtype_)
         self.register_buffer("prior_mean", pm)
-        if self.parameterization == "lambda":
+        if self.posterior.parameterization == "lambda":
             N = self.num_data or 0
             self.register_buffer("X_train", torch.zeros(N, input_dim, dtype=self.dtype_))
             self.lambda_raw = nn.Parameter(torch.zeros(Q, N, dtype=self.dtype_))
@@ -309,14 +272,14 @@ class SAVIGP(InducingInputs, GPModel):
     def _init_from_data(self, X, y):
         super()._init_from_data(X, y)
         with torch.no_grad():
-            if self.prior_variance_arg is not None:
+            if self.prior.variance is not None:
                 raw = getattr(self.kernel, "raw_variance", None)
                 if raw is None or raw.shape != (self.num_latent,):
-                    raise ValueError("prior_variance needs a stationary kernel (rbf, matern..)")
-                pv = torch.tensor(self.prior_variance_arg, dtype=torch.float64)
+                    raise ValueError("prior.variance needs a stationary kernel (rbf, matern..)")
+                pv = torch.tensor(self.prior.variance, dtype=torch.float64)
                 if pv.numel() != self.num_latent:
                     raise ValueError(
-                        f"prior_variance has {pv.numel()} values for Q={self.num_latent}"
+                        f"prior.variance has {pv.numel()} values for Q={self.num_latent}"
                     )
                 raw.copy_(inv_softplus(pv).to(raw))
             if hasattr(self.likelihood, "init_offset"):
@@ -329,12 +292,13 @@ class SAVIGP(InducingInputs, GPModel):
             else:
                 self._set_input_unit(X)
                 self.Z = initial_inducing(X, self.M, self.inducing_init)
-            if self.parameterization == "lambda":
+            if self.posterior.parameterization == "lambda":
                 self.X_train.copy_(X)
                 self.lambda_raw.fill_(float(inv_softplus(1.0)))
             Lzz = self.prior_factor()
             spread = 0.5 if self.num_components > 1 else 0.0
-            self.q.init_from_prior(Lzz, self.init_cov_scale, spread, self.whiten)
+            post = self.posterior
+            self.q.init_from_prior(Lzz, post.init_cov_scale, spread, post.whiten)
 
     # -------------------------------------------------------------- posterior --
 
@@ -346,9 +310,9 @@ class SAVIGP(InducingInputs, GPModel):
         public for checking them against general formulas."""
         q = self.q
         means = q.means
-        if self.whiten:  # m = Lzz v: the same ELBO, better conditioned for the optimiser
+        if self.posterior.whiten:  # m = Lzz v: the same ELBO, better conditioned for the optimiser
             means = (Lzz @ q.means.unsqueeze(-1)).squeeze(-1)
-        if self.parameterization == "lambda":
+        if self.posterior.parameterization == "lambda":
             # Theorem 2: S = Lzz (I + G G^T)^-1 Lzz^T, G = Lzz^-1 Kzx Lambda^1/2 (Q, M, N)
             lam = softplus(self.lambda_raw)
             G = solve_lower(Lzz, self.kernel(self.Z, self.X_train)) * lam.sqrt()[:, None, :]
@@ -359,16 +323,21 @@ class SAVIGP(InducingInputs, GPModel):
                 Lzz.diagonal(dim1=-2, dim2=-1).log() - LG.diagonal(dim1=-2, dim2=-1).log()
             ).sum(-1)
             return q.weights, means, R[None], logdet[None]
-        if self.whiten and not q.is_diag:
+        if self.posterior.whiten and not q.is_diag:
             logdet_L = 2.0 * Lzz.diagonal(dim1=-2, dim2=-1).log().sum(-1)
             return q.weights, means, Lzz @ q.sqrt(), q.logdet() + logdet_L
         return q.weights, means, q.sqrt(), q.logdet()
+
+    def _whitened_full(self) -> bool:
+        """Whether q(u) is stored as whitened full Cholesky factors (``v``, ``C``)."""
+        post = self.posterior
+        return post.whiten and not self.q.is_diag and post.parameterization == "cholesky"
 
     def kl_terms(self, Lzz: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(L_ent bound, L_cross)``: their sum is the (lower bound on) ``-KL``."""
         Lzz = self.prior_factor() if Lzz is None else Lzz
         q = self.q
-        if self.whiten and not q.is_diag and self.parameterization == "cholesky":
+        if self._whitened_full():
             return self._whitened_kl_terms(Lzz)
         w, m, R, logdet = self.posterior_components(Lzz)
         return entropy_bound(w, m, R, q.is_diag, logdet), cross_entropy(w, m, R, q.is_diag, Lzz)
@@ -395,7 +364,7 @@ class SAVIGP(InducingInputs, GPModel):
         is_diag)``.  Whitened full factors go in as they are stored (``v``, ``C``), so no
         ``Lzz C`` product or solve against it is needed; otherwise the u-space values."""
         q = self.q
-        if self.whiten and not q.is_diag and self.parameterization == "cholesky":
+        if self._whitened_full():
             return q.means, q.sqrt(), True, False
         _, m, R, _ = parts
         return m, R, False, q.is_diag
@@ -462,7 +431,7 @@ class SAVIGP(InducingInputs, GPModel):
         from per-component marginals ``(K, B, Q)``, by the integrator of
         :meth:`resolved_estimator` (:mod:`latentgp.likelihoods.integrators`) with this
         step's common random numbers."""
-        S = self.num_samples
+        S = self.estimator.num_samples
         eps = self._draws((S,) + tuple(mean.shape))  # (S, K, B, Q)
         lik = self.likelihood
         if self.resolved_estimator() is None:  # a plain function, first evaluation
@@ -475,7 +444,7 @@ class SAVIGP(InducingInputs, GPModel):
         if self.resolved_estimator() == "reparam":
             ell = integrators.reparameterised(log_p, mean, var, eps)  # (K, B)
         else:
-            ell = integrators.score_function(log_p, mean, var, eps, self.control_variates)
+            ell = integrators.score_function(log_p, mean, var, eps, self.estimator.control_variates)
         return (weights * ell.sum(-1)).sum()
 
     # -------------------------------------------------------------- objective --
@@ -513,13 +482,13 @@ class SAVIGP(InducingInputs, GPModel):
         self._require_built()
         Xt = self._check_X(X)
         yt = self._scale_y(self._check_y(y, Xt.shape[0]))
-        old = self.num_samples
-        self.num_samples = num_samples or old
+        old = self.estimator
+        self.estimator = old.replace(num_samples=num_samples or old.num_samples)
         try:
             with torch.no_grad():
                 val = float(self.objective(Xt, yt, Xt.shape[0]))
         finally:
-            self.num_samples = old
+            self.estimator = old
         return val - Xt.shape[0] * self._log_scale_sum()
 
     # -------------------------------------------------------------------- fit --
@@ -571,69 +540,37 @@ class SAVIGP(InducingInputs, GPModel):
             if kwargs.get("seed") is not None:
                 # the building fit's seed picks the Monte Carlo stream; later fits continue it
                 self._sample_seed = (int(kwargs["seed"]) + 1) * 1_000_003
-        if kwargs.get("optimizer") == "lbfgs" and kwargs.get("batch_size") is None:
-            kwargs["batch_size"] = self.num_data  # L-BFGS is a full-batch method
-        if kwargs.get("optimizer") == "adadelta" and kwargs.get("lr") is None:
-            kwargs["lr"] = 1.0
-        if paper_adadelta and kwargs.get("optimizer") == "adadelta":
-            given = kwargs.get("optimizer_kwargs") or {}
-            kwargs["optimizer_kwargs"] = {**PAPER_ADADELTA, **given}
+        kwargs = savigp_fit_options(
+            kwargs, num_data=self.num_data, paper_adadelta=paper_adadelta
+        )
         callbacks = tuple(kwargs.pop("callbacks", ())) + (self._next_draws,)
         if not alternate:
             return super().fit(X, y, callbacks=callbacks, **kwargs)
-        return self._fit_alternating(X, y, global_iters, inner_steps, global_tol, callbacks, kwargs)
+        for budget in ("epochs", "max_steps"):  # the loop sets the budget of each fit
+            kwargs.pop(budget, None)
+
+        def fit_once(**overrides: Any) -> None:
+            super(SAVIGP, self).fit(X, y, callbacks=callbacks, **{**kwargs, **overrides})
+
+        fit_alternating(
+            self,
+            fit_once,
+            global_iters=global_iters,
+            inner_steps=inner_steps,
+            global_tol=global_tol,
+        )
+        return self
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """The paper's groups: variational, hyperparameters, likelihood, inducing inputs."""
         groups = {
             "variational": list(self.q.parameters())
-            + ([self.lambda_raw] if self.parameterization == "lambda" else []),
+            + ([self.lambda_raw] if self.posterior.parameterization == "lambda" else []),
             "hyperparameters": list(self.kernel.parameters()),
             "likelihood": list(self.likelihood.parameters()),
             "inducing": [self.Z_raw] if isinstance(self.Z_raw, nn.Parameter) else [],
         }
         return {k: [p for p in v if p.requires_grad] for k, v in groups.items()}
-
-    def _fit_alternating(self, X, y, global_iters, inner_steps, global_tol, callbacks, kwargs):
-        kwargs = dict(kwargs)
-        kwargs.pop("epochs", None)
-        kwargs.pop("max_steps", None)
-        if not self.built:  # build and initialise with a zero-step budget pass
-            init_kw = {**kwargs, "optimizer": "adam", "lr": 1e-12}
-            super().fit(X, y, max_steps=1, callbacks=callbacks, **init_kw)
-        groups = {k: v for k, v in self.parameter_groups().items() if v}
-        everything = [p for p in self.parameters() if p.requires_grad]
-        history, prev = None, None
-        try:
-            for _ in range(int(global_iters)):
-                for params in groups.values():
-                    keep = {id(p) for p in params}
-                    for p in everything:
-                        p.requires_grad_(id(p) in keep)
-                    super().fit(X, y, max_steps=inner_steps, callbacks=callbacks, **kwargs)
-                    h = self.history_
-                    if history is None:
-                        history = h
-                    else:
-                        history.objective += h.objective
-                        history.steps += h.steps
-                        history.seconds += h.seconds
-                        history.events += h.events
-                for p in everything:
-                    p.requires_grad_(True)
-                cur = history.objective[-1] if history.objective else None
-                if cur is not None and prev is not None:
-                    if abs(cur - prev) <= global_tol * max(abs(prev), 1.0):
-                        history.stopped = "converged (global loop)"
-                        break
-                prev = cur
-        finally:
-            for p in everything:
-                p.requires_grad_(True)
-        if history is not None and not history.stopped.startswith("converged"):
-            history.stopped = "global iteration budget reached"
-        self.history_ = history
-        return self
 
     # ------------------------------------------------------------- prediction --
     def _compute_cache(self):
@@ -656,7 +593,7 @@ class SAVIGP(InducingInputs, GPModel):
         the ``(S, K, Q)`` Monte Carlo draws of a black-box likelihood if more."""
         width = self.num_components * self.num_latent * self.M
         if isinstance(self.likelihood, CallableLikelihood):
-            width = max(width, self.pred_samples * self.num_components * self.num_latent)
+            width = max(width, self.estimator.pred_samples * self.num_components * self.num_latent)
         return width
 
     def _predict_f_chunk(self, X, cache):
@@ -702,7 +639,7 @@ class SAVIGP(InducingInputs, GPModel):
         def log_density(xc, yc):
             m, v = self._cached_marginals(xc, pcache)
             if isinstance(self.likelihood, CallableLikelihood):
-                f = self._mc_draws(m, v, self.pred_samples)  # (S, K, B, Q)
+                f = self._mc_draws(m, v, self.estimator.pred_samples)  # (S, K, B, Q)
                 lp = self._eval_log_lik(yc, f)
                 lp = torch.logsumexp(lp, 0) - math.log(f.shape[0])  # (K, B)
             else:

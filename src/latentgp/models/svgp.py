@@ -186,11 +186,13 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
                 P += A @ A.mT
                 b += A @ yc.expand(-1, Q).mT[..., None]
             Lam = torch.eye(M, dtype=self.dtype_, device=self.device_) + P / s2
-            LL, _ = cholesky(Lam, "I + A A^T / s^2")
+            # eigenvalues >= 1 and Sigma's in (0, 1]: both factorise as they are (the
+            # configured jitter would move the optimum by ~jitter * N / s^2)
+            LL, _ = cholesky(Lam, "I + A A^T / s^2", jitter=0)
             mean = torch.cholesky_solve(b / s2, LL)[..., 0]  # (Q, M)
             eye = torch.eye(M, dtype=self.dtype_, device=self.device_)
             Sigma = torch.cholesky_solve(eye.expand(Q, M, M), LL)
-            R, _ = cholesky(0.5 * (Sigma + Sigma.mT), "optimal S")
+            R, _ = cholesky(0.5 * (Sigma + Sigma.mT), "optimal S", jitter=0)
             if not self.whiten:
                 mean = (Lzz @ mean[..., None])[..., 0]
                 R = Lzz @ R  # a product of lower-triangular factors is lower triangular

@@ -45,6 +45,7 @@ from .loop import (
     run_loop,
     total_steps,
 )
+from .natural import make_natural_adam
 from .optim import OPTIMIZERS, check_optimizer_kwargs, make_optimizer
 from .tasks import FitData, FitOptions, FitPlan, plan_builder, register_plan
 
@@ -124,7 +125,8 @@ class GradientTask(StepTask):
                     closure.value = float(value)
                     return loss.clone()
             opt.zero_grad(set_to_none=True)
-            obj = model.objective(xb, yb, self.N * weight)
+            # MAP: the log prior of the hyperparameters (0 without priors) joins each part
+            obj = model.objective(xb, yb, self.N * weight) + model.log_prior()
             value = obj.detach().clone().reshape(())
             if W > 1:
                 self.reduce.mean_([value])
@@ -168,6 +170,7 @@ class GradientTask(StepTask):
         closure = self._closure(xb, yb, weight, memoize=memoize)
         if self.optimizer == "lbfgs":
             self.opt.step(closure)
+            self.model.apply_bounds()
             value = closure.value
             ok = math.isfinite(value) and all(bool(torch.isfinite(p).all()) for p in self.params)
         else:
@@ -176,6 +179,7 @@ class GradientTask(StepTask):
             ok = math.isfinite(value) and _grads_finite(self.params)
             if ok:
                 self.opt.step()
+                self.model.apply_bounds()
         return value, ok
 
     def take_snapshot(self) -> None:
@@ -338,8 +342,13 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     if seed is not None:
         torch.manual_seed(seed)  # inside the fit's private random state (seeded_scope)
     params = [p for p in model.parameters() if p.requires_grad]
+    model.log_prior()  # names of priors set before the model was built are checked here
+    model.apply_bounds()
     reduce.broadcast_module(model)
-    opt = make_optimizer(optimizer, params, opts.lr, opts.optimizer_kwargs)
+    if optimizer == "natural":
+        opt = make_natural_adam(model, params, opts.lr, N, opts.optimizer_kwargs)
+    else:
+        opt = make_optimizer(optimizer, params, opts.lr, opts.optimizer_kwargs)
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
     fingerprint = plan_fingerprint(N, B, seed, optimizer, type(model).__name__)

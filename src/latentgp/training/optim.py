@@ -22,7 +22,9 @@ from typing import Any
 
 import torch
 
-OPTIMIZERS = ("adam", "adadelta", "sgd", "lbfgs")
+#: ``"natural"``: natural-gradient steps on Gaussian q(u) and Adam on the rest
+#: (:mod:`latentgp.training.natural`)
+OPTIMIZERS = ("adam", "adadelta", "sgd", "lbfgs", "natural")
 SPARSE_OPTIMIZERS = ("adagrad", "sgd")
 
 __all__ = [

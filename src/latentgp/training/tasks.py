@@ -391,7 +391,7 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
     sampler = Sampler(N, B, opts.seed, mode="none")
     total = total_steps(sampler.steps_per_epoch, opts.epochs, opts.max_steps)
     hyper = model.hyper_parameters()
-    hopt = torch.optim.Adam(hyper, lr=model.hyper_lr) if hyper else None
+    hopt = torch.optim.Adam(hyper, lr=model.hyperparameters.lr) if hyper else None
     fingerprint = plan_fingerprint(N, B, opts.seed, opts.optimizer, "QSGP", m=model.m)
     return FitPlan(
         task=QSGPTask(model, X, ys, B, sampler, rows, hopt, reduce),

@@ -1,0 +1,600 @@
+"""The QSGP model: options, basis functions, build, initialisation and predictions.
+
+Weight-space model with ``m`` basis functions (notes B.1; the package docstring has the
+overview)::
+
+    f(x) = phi(x)^T w,   w ~ N(0, S^{-1}),   q(w) = N(mu, C C^T)
+
+Predictions (notes B.6): ``phi(x)^T mu`` and ``phi(x)^T Sigma phi(x)``, plus for
+``basis="inducing"`` with a Gaussian likelihood the augmentation of Appendix G (Prop. 4):
+one extra basis function at ``x*`` with its closed-form (Prop. 1) diagonal, adding
+``s2 k**^2 / (k*^T k* + s2 k**)`` to the latent variance.
+
+The sampled objective lives in :mod:`.estimator`, the control variates in
+:mod:`.control_variates`, the RVM updates in :mod:`.rvm`, the Newton mean step in
+:mod:`.newton` and the sparse step in :mod:`.step`; the class's public methods are the
+hooks onto them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...kernels import Kernel
+from ...kernels.features import SPECTRAL_DOF, RandomFourierFeatures
+from ...likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
+from ...linalg import cholesky
+from ...options import OptionGroup
+from ...validation import check_positive_int, keyword_only_after_first
+from ..base import GPModel, register_model
+from . import control_variates, estimator, newton, rvm
+from .factor import dense_factor, optimal_log_diagonal
+from .options import (
+    FLAT_KEYWORDS,
+    GROUPS,
+    Basis,
+    ControlVariate,
+    Covariance,
+    Hyperparameters,
+    Newton,
+    grouped_config,
+    resolve_options,
+)
+from .predict import predictive_moments
+from .step import sparse_step
+
+VARIATIONAL_OPTIMIZERS = ("adagrad", "sgd")
+#: the positional order of the arguments after ``num_basis`` before they became
+#: keyword-only (and before the grouped options): old positional calls keep their meaning
+LEGACY_POSITIONAL = (
+    "basis", "likelihood", "kernel", "covariance", "num_dense", "basis_batch", "num_columns",
+    "cv_rank", "learn_hyperparameters", "augment", "closed_form_diagonal", "hyper_lr",
+    "hyper_delay", "feature_seed", "rvm_update", "nystrom_cv", "mean_step", "newton_damping",
+    "newton_ridge",
+)  # fmt: skip
+
+
+@register_model
+class QSGP(GPModel):
+    """Quadruply stochastic GP (see module docstring).
+
+    Parameters
+    ----------
+    num_basis: m; None: 1000 random features, or every training point for the
+        inducing / RVM bases.
+    basis: a :class:`Basis` (``lg.QSGP.Basis(kind, batch, seed, rvm_update)``) or its
+        kind, ``"rff"`` (default), ``"inducing"`` or ``"rvm"``.
+    likelihood: ``"gaussian"`` (unbiased estimator), ``"bernoulli"`` or ``"laplace"``
+        (Theorem 3 lower bound).
+    kernel: RBF / Matérn for ``"rff"``; any stationary kernel for the others.
+    covariance: a :class:`Covariance` (``lg.QSGP.Covariance(kind, num_dense, num_columns,
+        closed_form_diagonal)``) or its kind, ``"meanfield"`` (default), ``"chevron"`` or
+        ``"full"``.
+    control_variate: a :class:`ControlVariate` (``lg.QSGP.ControlVariate(rank,
+        nystrom)``) or its rank (default 0: none; Gaussian likelihood only).
+    mean_step: how the sampled rows of the mean move: ``"gradient"`` (default, as in the
+        seed; the sparse optimiser's step) or a :class:`Newton`
+        (``lg.QSGP.Newton(damping, ridge)``, or ``"newton"`` for its defaults; Gaussian
+        likelihood only; a randomised block-Newton step).
+    hyperparameters: a :class:`Hyperparameters` (``lg.QSGP.Hyperparameters(lr, delay)``):
+        Adam on the kernel (rff) / noise hyperparameters.
+    learn_hyperparameters: empirical Bayes for kernel (rff) / noise / s (rvm); None: all
+        bases but ``"inducing"``.
+    augment: predictive-variance augmentation (default: on for ``"inducing"``).
+
+    The fields of each group are documented on its class (:mod:`latentgp.models.qsgp.options`).
+    Deprecated flat keywords (a ``DeprecationWarning`` shows the grouped spelling):
+    ``basis_batch``, ``feature_seed``, ``rvm_update`` (``basis=``: ``batch``, ``seed``,
+    ``rvm_update``), ``num_dense``, ``num_columns``, ``closed_form_diagonal``
+    (``covariance=``), ``cv_rank``, ``nystrom_cv`` (``control_variate=``: ``rank``,
+    ``nystrom``), ``newton_damping``, ``newton_ridge`` (``mean_step=lg.QSGP.Newton``:
+    ``damping``, ``ridge``), ``hyper_lr``, ``hyper_delay`` (``hyperparameters=``: ``lr``,
+    ``delay``).
+
+    Training: ``fit`` takes the options of :meth:`GPModel.fit` and runs sparse stochastic
+    steps (:mod:`latentgp.models.qsgp.step`).  ``batch_size`` is n~ (data rows per step,
+    default ``min(N, 500)``); ``optimizer`` is ``"adagrad"`` (default) or ``"sgd"`` (no
+    momentum: the control variate needs sparse updates); ``lr`` its step size (default
+    0.1); ``optimizer_kwargs``: ``{"eps": ...}`` for adagrad (default 1e-10).  A
+    checkpoint holds the AdaGrad accumulators, the control variate's running expectations
+    and the hyperparameter optimiser, so a resumed run matches an uninterrupted one.
+    Inside an initialised ``torch.distributed`` default group (``latentgp fit --nproc``,
+    torchrun) every process passes the same full ``X, y``, evaluates the estimator on its
+    part of the sampled rows, and the gradients are averaged before the (identical) sparse
+    update: the run equals the one-process run up to round-off.
+    Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
+    ``dtype``, ``noise_variance``.
+    """
+
+    Basis = Basis
+    Covariance = Covariance
+    ControlVariate = ControlVariate
+    Newton = Newton
+    Hyperparameters = Hyperparameters
+
+    default_optimizer = "adagrad"
+    default_lr = 0.1
+
+    @keyword_only_after_first(legacy=LEGACY_POSITIONAL)
+    def __init__(
+        self,
+        num_basis: int | None = None,
+        *,
+        basis: Basis | str | dict[str, Any] | None = None,
+        likelihood: str | Likelihood = "gaussian",
+        kernel: str | Kernel | None = "rbf",
+        covariance: Covariance | str | dict[str, Any] | None = None,
+        control_variate: ControlVariate | int | dict[str, Any] | None = None,
+        mean_step: Newton | str | dict[str, Any] = "gradient",
+        hyperparameters: Hyperparameters | dict[str, Any] | None = None,
+        learn_hyperparameters: bool | None = None,
+        augment: bool | None = None,
+        **common: Any,
+    ) -> None:
+        flat = {k: common.pop(k) for k in list(common) if k in FLAT_KEYWORDS}
+        super().__init__(kernel, likelihood, **common)
+        given = {
+            "basis": basis,
+            "covariance": covariance,
+            "control_variate": control_variate,
+            "mean_step": mean_step,
+            "hyperparameters": hyperparameters,
+        }
+        groups = resolve_options(given, flat, model=type(self).__name__)
+        self.basis: Basis = groups["basis"]
+        self.covariance: Covariance = groups["covariance"]
+        self.control_variate: ControlVariate = groups["control_variate"]
+        self.mean_step: Newton | str = groups["mean_step"]
+        self.hyperparameters: Hyperparameters = groups["hyperparameters"]
+        self._check_likelihood_and_kernel()
+        self.num_basis = None if num_basis is None else check_positive_int(num_basis, "num_basis")
+        if learn_hyperparameters is None:
+            learn_hyperparameters = self.basis.kind != "inducing"
+        self.learn_hyperparameters = bool(learn_hyperparameters)
+        self.augment = (self.basis.kind == "inducing") if augment is None else bool(augment)
+        self.m: int | None = None
+        self.k: int = 0
+        self._train_state: dict[str, Any] | None = None
+
+    def _check_likelihood_and_kernel(self) -> None:
+        """The options that depend on the likelihood or the kernel."""
+        lik = type(self.likelihood).__name__
+        if not isinstance(self.likelihood, (Gaussian, Bernoulli, Laplace)):
+            raise ValueError(
+                "QSGP supports the 'gaussian', 'bernoulli' and 'laplace' likelihoods (the "
+                f"lower bound needs a log-concave site), got {lik}"
+            )
+        if self.basis.kind == "rff" and type(self.kernel).__name__ not in SPECTRAL_DOF:
+            raise ValueError(
+                "basis='rff' needs an RBF or Matérn kernel (one with a known spectral "
+                f"density), got {type(self.kernel).__name__}"
+            )
+        if isinstance(self.likelihood, Gaussian):
+            return
+        if self.control_variate.rank:
+            raise ValueError(
+                f"control_variate (rank {self.control_variate.rank} > 0) needs the Gaussian "
+                f"likelihood, got {lik}"
+            )
+        if isinstance(self.mean_step, Newton):
+            raise ValueError(
+                "mean_step=Newton needs the Gaussian likelihood (its Hessian block is "
+                f"Phi^T Phi / sigma^2 + S); use mean_step='gradient' for {lik}"
+            )
+
+    @property
+    def num_inducing(self) -> int | None:
+        """Number of basis functions m (what the CLI's ``--inducing`` sets)."""
+        return self.m if self.m is not None else self.num_basis
+
+    # ------------------------------------------------------------------ config --
+    def get_config(self) -> dict[str, Any]:
+        cfg = super().get_config()
+        cfg.update(
+            num_basis=self.num_basis,
+            learn_hyperparameters=self.learn_hyperparameters,
+            augment=self.augment,
+        )
+        for argument in GROUPS:
+            group = getattr(self, argument)
+            cfg[argument] = group.to_config() if isinstance(group, OptionGroup) else group
+        return cfg
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any], device=None) -> QSGP:
+        """The model from :meth:`get_config`'s values; configurations written before the
+        grouped options (flat ``basis_batch``, ``cv_rank``, ...) read the same, without a
+        warning (:func:`~latentgp.models.qsgp.options.grouped_config`)."""
+        return super().from_config(grouped_config(cfg), device)
+
+    def _build_args(self) -> dict[str, Any]:
+        return {**super()._build_args(), "num_basis": self.m}
+
+    def _resolve_m(self, N: int) -> int:
+        if self.num_basis is not None:
+            if self.basis.kind != "rff" and self.num_basis > N:
+                raise ValueError(
+                    f"num_basis={self.num_basis} is larger than the {N} training points "
+                    f"(basis={self.basis.kind!r} centres one basis function on each)"
+                )
+            return self.num_basis
+        return 1000 if self.basis.kind == "rff" else N
+
+    def _build_for_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        if y.ndim != 1:
+            raise ValueError(f"QSGP models one output column; y has shape {tuple(y.shape)}")
+        self._build(X.shape[1], 1, self._resolve_m(X.shape[0]))
+
+    def _build_for_source(self, input_dim: int, num_rows: int) -> None:
+        self._build(input_dim, 1, self._resolve_m(num_rows))
+
+    @property
+    def streams(self) -> bool:
+        """Whether a fit can read an out-of-core source row by row: not when the basis is
+        every training input (``basis != "rff"`` without ``num_basis``)."""
+        return self.basis.kind == "rff" or self.num_basis is not None
+
+    def _num_dense_for(self, m: int) -> int:
+        if self.covariance.kind == "meanfield":
+            return 0
+        if self.covariance.kind == "full":
+            if m > 20000:
+                raise ValueError(f"covariance='full' stores an m x m factor; m={m} is too large")
+            return m
+        return min(m, 10 if self.covariance.num_dense is None else self.covariance.num_dense)
+
+    @classmethod
+    def upgrade_state(cls, state: dict, expected: dict | None = None) -> dict:
+        """Files written before the random-feature inputs were centred have no
+        ``input_offset``: zero reproduces their features exactly."""
+        if expected is not None and "input_offset" in expected and "input_offset" not in state:
+            state = {**state, "input_offset": torch.zeros_like(expected["input_offset"])}
+        return state
+
+    def _build(self, input_dim: int, output_dim: int, num_basis: int | None = None) -> None:
+        if output_dim != 1:
+            raise ValueError(f"QSGP models one output column, got {output_dim}")
+        super()._build(input_dim, output_dim)
+        m = num_basis if num_basis is not None else self.num_basis
+        if m is None:
+            raise ValueError("the number of basis functions is unknown before fit")
+        self.m = int(m)
+        self.k = self._num_dense_for(self.m)
+        self.kernel.build(input_dim, (), self.dtype_, self.device_)
+        dt = self.dtype_
+        self.mu = nn.Parameter(torch.zeros(self.m, dtype=dt), requires_grad=False)
+        self.c_raw = nn.Parameter(torch.zeros(self.m, dtype=dt), requires_grad=False)
+        self.c_dense = nn.Parameter(torch.zeros(self.m, self.k, dtype=dt), requires_grad=False)
+        if self.basis.kind == "rvm":
+            self.log_s = nn.Parameter(torch.zeros(self.m, dtype=dt), requires_grad=False)
+        if self.basis.kind == "rff":
+            dof = SPECTRAL_DOF[type(self.kernel).__name__]
+            self.rff = RandomFourierFeatures(self.m, input_dim, dof, self.basis.seed)
+            # the features see centred inputs: cos(w^T (x - c) + b) -- shifting X by a
+            # constant then changes nothing (uncentred, the phases w^T x move with every
+            # lengthscale step, and learning the lengthscales broke for X far from 0)
+            self.register_buffer("input_offset", torch.zeros(input_dim, dtype=dt))
+        else:
+            self.register_buffer("Z", torch.zeros(self.m, input_dim, dtype=dt))
+        self.register_buffer("logdet_S", torch.zeros((), dtype=dt))
+        self.to(dtype=self.dtype_, device=self.device_)
+
+    # --------------------------------------------------------------- the basis --
+    def _hypers(self, frozen: dict | None = None):
+        if frozen is not None:
+            return frozen["lengthscale"], frozen["variance"]
+        return self.kernel.lengthscale, self.kernel.variance
+
+    def features(self, X: torch.Tensor, idx: torch.Tensor, frozen: dict | None = None):
+        """``Phi[X, idx]``: ``(B, K)`` for inputs ``(B, D)`` and basis indices ``(K,)``."""
+        if self.basis.kind == "rff":
+            ls, var = self._hypers(frozen)
+            return self.rff(X - self.input_offset, idx, ls, var)
+        return self.kernel(X, self.Z[idx])
+
+    def prior_diag(
+        self, idx: torch.Tensor | None = None, log_s: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Diagonal of the prior precision S at ``idx`` ``(K,)`` (None: all m;
+        ``log_s``: gathered rows of the RVM's ``log s`` at ``idx``)."""
+        if idx is None:
+            if self.basis.kind == "rff":
+                return torch.ones_like(self.mu)
+            return torch.exp(self.log_s) if self.basis.kind == "rvm" else self.kernel.diag(self.Z)
+        if self.basis.kind == "rff":
+            return torch.ones(idx.shape[0], dtype=self.dtype_, device=idx.device)
+        if self.basis.kind == "rvm":
+            return torch.exp(self.log_s[idx] if log_s is None else log_s)
+        return self.kernel.diag(self.Z[idx])
+
+    def _noise(self) -> torch.Tensor:
+        return self.likelihood.variance
+
+    def _is_gaussian(self) -> bool:
+        return isinstance(self.likelihood, Gaussian)
+
+    # -------------------------------------------------------------- the factor C --
+    def dense_factor(self) -> torch.Tensor:
+        """The full ``C`` ``(m, m)`` (small m only; for tests and diagnostics)."""
+        return dense_factor(self.c_raw.detach(), self.c_dense.detach())
+
+    # --------------------------------------------------------------- initialising --
+    def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        super()._init_from_data(X, y)
+        N = X.shape[0]
+        with torch.no_grad():
+            if self.basis.kind == "rff":
+                self.input_offset.copy_(X.mean(0))
+            if self.basis.kind != "rff":
+                g = torch.Generator(device="cpu").manual_seed(self.basis.seed)
+                if self.m == N:
+                    idx = torch.arange(N)
+                else:
+                    idx = torch.randperm(N, generator=g)[: self.m]
+                self.Z.copy_(X[idx.to(X.device)])
+            if self.basis.kind == "inducing" and self.m <= 4096:
+                L, self.last_jitter = cholesky(self.kernel(self.Z), "K(Z, Z)")
+                self.logdet_S.copy_(2.0 * torch.log(torch.diagonal(L)).sum())
+            self.mu.zero_()
+            self.c_dense.zero_()
+            if self.basis.kind == "rvm":
+                self.log_s.zero_()
+            # c_rr from Prop. 1 with |phi_r|^2 estimated cheaply (O(1) per column for rff)
+            s2 = float(self._noise()) if self._is_gaussian() else 1.0
+            if self.basis.kind == "rff":
+                colnorm = torch.full_like(self.mu, N * float(self.kernel.variance) / self.m)
+            else:
+                colnorm = self.column_norms(X[: min(N, 256)]) * (N / min(N, 256))
+            sdiag = self.prior_diag()
+            self.c_raw.copy_(optimal_log_diagonal(colnorm, s2, sdiag))
+
+    def column_norms(self, X: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+        """``|phi_r|^2`` over the rows of X for all m columns ``(m,)`` (O(N m), chunked).
+
+        The data part of the closed-form diagonal (Prop. 1) and of the RVM updates: the
+        ``colnorm`` that :meth:`rvm_em_update` takes.  ``X`` is a validated tensor."""
+        out = torch.zeros_like(self.mu)
+        rows = max(1, 2**22 // chunk)
+        for c0 in range(0, self.m, chunk):
+            idx = torch.arange(c0, min(c0 + chunk, self.m), device=self.mu.device)
+            for r0 in range(0, X.shape[0], rows):
+                out[idx] += (self.features(X[r0 : r0 + rows], idx) ** 2).sum(0)
+        return out
+
+    def set_closed_form_diagonal(self, X: Any) -> None:
+        """Proposition 1: ``c_rr = sqrt(s2 / (|phi_r|^2 + s2 s_rr))`` for every diagonal-only
+        column (all columns when mean-field), the exact optimum of the Gaussian ELBO for
+        those columns at the current hyperparameters.  Costs O(N m)."""
+        self._require_built()
+        if not self._is_gaussian():
+            raise ValueError("the closed-form diagonal (Prop. 1) needs the Gaussian likelihood")
+        self._closed_form_diagonal(self._check_X(X))
+
+    def _closed_form_diagonal(self, X: Any) -> None:
+        """:meth:`set_closed_form_diagonal` on validated rows (a tensor, or the lazy rows
+        of an out-of-core source, read in chunks)."""
+        with torch.no_grad():
+            s2 = self._noise()
+            c = optimal_log_diagonal(self.column_norms(X), s2, self.prior_diag())
+            self.c_raw[self.k :] = c[self.k :]
+
+    # ---------------------------------------------------------- exact quantities --
+    def exact_elbo(self, X: Any, y: Any) -> float:
+        """The exact ELBO (Gaussian) or exact ``E_q log p(y|w) - KL`` (quadrature) in the
+        scaled-target units of the objective; O(N m^2 + m^3): small problems only."""
+        self._require_built()
+        Xt = self._check_X(X)
+        yt = self._scale_y(self._check_y(y, Xt.shape[0]))
+        with torch.no_grad():
+            return float(estimator.exact_elbo(self, Xt, yt))
+
+    def objective_estimate(
+        self,
+        X: Any,
+        y: Any,
+        batch_size: int | None = None,
+        seed: int | None = None,
+        use_control_variate: bool = False,
+    ) -> float:
+        """One draw of the training estimator at the current parameters (for tests and
+        diagnostics); ``use_control_variate`` needs a fitted control-variate state."""
+        self._require_built()
+        Xt = self._check_X(X)
+        yt = self._scale_y(self._check_y(y, Xt.shape[0]))
+        gen = torch.Generator(device="cpu").manual_seed(0 if seed is None else seed)
+        n = Xt.shape[0]
+        s = estimator.sample_indices(self, n, n if batch_size is None else batch_size, gen)
+        lv = estimator.gather_rows(self, s)
+        cv = None
+        if use_control_variate:
+            if self._train_state is None or self._train_state.get("cv") is None:
+                raise ValueError("no control-variate state: call setup_control_variate first")
+            cv = self._train_state["cv"]
+        with torch.no_grad():
+            return float(estimator.elbo_estimate(self, Xt[s["ell"]], yt[s["ell"]], n, s, lv, cv))
+
+    def setup_control_variate(self, X: Any, rank: int | None = None, seed: int = 0) -> None:
+        """Pick ``rank`` support points and set the running expectation ``a = Phi_p mu``
+        (and ``A_r = Phi_p c_r`` for the dense columns) at the current parameters."""
+        self._require_built()
+        Xt = self._check_X(X)
+        rank = self.control_variate.rank if rank is None else check_positive_int(rank, "rank")
+        self._ensure_state()
+        self._train_state["cv"] = control_variates.make_control_variate(self, Xt, rank, seed)
+
+    # ------------------------------------------------------------------- training --
+    def _ensure_state(self) -> None:
+        if self._train_state is None or self._train_state.get("m") != self.m:
+            z = torch.zeros_like
+            st = {
+                "m": self.m,
+                "G_mu": z(self.mu),
+                "G_craw": z(self.c_raw),
+                "G_dense": z(self.c_dense),
+                "cv": None,
+            }
+            if self.basis.kind == "rvm":
+                st["G_log_s"] = z(self.log_s)
+            self._train_state = st
+
+    def _hyper_params(self) -> list[nn.Parameter]:
+        if not self.learn_hyperparameters:
+            return []
+        ps = list(self.likelihood.parameters())
+        if self.basis.kind == "rff":
+            ps += list(self.kernel.parameters())
+        return [p for p in ps if p.requires_grad]
+
+    def _default_fit_args(self, N: int) -> dict[str, Any]:
+        return {
+            "optimizer": self.default_optimizer,
+            "lr": self.default_lr,
+            "batch_size": min(N, 500),
+            "max_steps": 1000,
+        }
+
+    # ---------------------------------------------- the training contract (QSGP) --
+    def hyper_parameters(self) -> list[nn.Parameter]:
+        """The few hyperparameters trained by Adam (kernel of ``basis="rff"``, noise)."""
+        return self._hyper_params()
+
+    def start_training(
+        self,
+        X: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        first: bool,
+        seed: int | None,
+        sync: Callable[[nn.Module], None] | None = None,
+    ) -> bool:
+        """Prepare a fit on ``X`` ``(N, D)`` and scaled targets ``y`` ``(N,)`` (tensors, or
+        the lazy row views of an out-of-core source; after :meth:`initialize_training`):
+        the closed-form diagonal of ``C`` (Prop. 1) when it applies, ``sync(self)`` (make
+        every process start from the same parameters), the AdaGrad accumulators, the RVM
+        column norms and the control variate.  Returns whether the closed-form diagonal
+        is used (pass it to :meth:`finish_training`)."""
+        N = X.shape[0]
+        cfd = self.covariance.closed_form_diagonal
+        if cfd is None:
+            cfd = self._is_gaussian() and N * self.m <= 2e8
+        if cfd and first:
+            self._closed_form_diagonal(X)
+        if sync is not None:
+            sync(self)
+        self._ensure_state()
+        st = self._train_state
+        if rvm.needs_column_norms(self) and (first or "colnorm" not in st):
+            # |phi_i|^2 over all n points, O(N m) once; from 4096 rows when that is large
+            rows = X if N * self.m <= 2e8 else X[torch.randperm(N)[:4096].to(X.device)]
+            st["colnorm"] = self.column_norms(rows) * (N / rows.shape[0])
+        if self.control_variate.rank and (st["cv"] is None or first):
+            st["cv"] = control_variates.make_control_variate(
+                self, X, self.control_variate.rank, 0 if seed is None else seed
+            )
+        return bool(cfd)
+
+    def finish_training(self, X: torch.Tensor, *, closed_form: bool, seed: int | None) -> None:
+        """After the last step: the closed-form diagonal (and the control variate built
+        on it) at the final parameters, when ``closed_form``."""
+        if closed_form:
+            self._closed_form_diagonal(X)
+            if self.control_variate.rank:
+                st = self._train_state
+                st["cv"] = control_variates.make_control_variate(
+                    self, X, self.control_variate.rank, 0 if seed is None else seed
+                )
+
+    def training_state(self) -> dict[str, Any]:
+        """What a checkpoint holds of the model: parameters and the sparse optimiser's
+        accumulators, RVM column norms and the control variate's running expectations."""
+        return {"model": self.state_dict(), "train_state": self._train_state}
+
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`training_state` returned."""
+        self.load_state_dict(state["model"])
+        self._train_state = state["train_state"]
+
+    def optimizer_state_nbytes(self) -> int:
+        """Bytes of per-row optimiser state (the sparse AdaGrad sums ``G_*``) kept between
+        steps; 0 before training."""
+        st = self._train_state or {}
+        return sum(v.numel() * v.element_size() for k, v in st.items() if k.startswith("G_"))
+
+    def sparse_step(
+        self,
+        X: Any,
+        y: Any,
+        n: int,
+        batch_size: int,
+        gen: torch.Generator,
+        *,
+        rows: Any,
+        hyper_optimizer: torch.optim.Optimizer | None,
+        step: int,
+        reduce: Any = None,
+    ) -> float:
+        """One sparse step; returns the objective estimate (before the step).
+
+        ``X`` ``(n, D)``, ``y`` ``(n,)`` (scaled; anything indexable by a tensor of row
+        numbers); ``gen`` draws the rows, basis functions and columns; ``rows``: the
+        row-sparse optimiser (:class:`latentgp.training.optim.SparseRowOptimizer`:
+        ``rows.update(param, accumulator, index, leaf)``); ``hyper_optimizer``: Adam on
+        :meth:`hyper_parameters` (None: fixed), which starts at step ``hyperparameters.delay``.
+        ``reduce`` (:class:`latentgp.training.distributed.Reducer`; None: one process):
+        with W > 1 processes this one evaluates its part of the sampled rows at weight
+        ``n W |part| / n~`` and the objective and gradients are averaged over processes
+        before the (identical) update.
+        """
+        state, data = self._train_state, (X, y, n)
+        return sparse_step(self, state, data, batch_size, gen, rows, hyper_optimizer, step, reduce)
+
+    def prior_block(self, U: torch.Tensor) -> torch.Tensor:
+        """``S_UU`` ``(|U|, |U|)``: the prior precision on the basis functions ``U``.
+
+        Public for checking the Newton step (:meth:`newton_mean`) against its formula."""
+        return newton.prior_block(self, U)
+
+    def newton_mean(
+        self, Xl: torch.Tensor, yl: torch.Tensor, U: torch.Tensor, n: int, reduce: Any = None
+    ) -> torch.Tensor:
+        """Randomised block-Newton step on ``mu_U`` (``mean_step=lg.QSGP.Newton(...)``; the formula
+        is in :mod:`latentgp.models.qsgp.newton`): with all rows and all basis functions
+        and rho = 1 one exact Newton step to the optimal mean.  Called by the training
+        step; public so that the step can be checked against the closed form (``yl`` in
+        scaled-target units, :meth:`scale_targets`).  Writes ``mu[U]``, returns the new
+        rows.
+        """
+        if not isinstance(self.mean_step, Newton):
+            raise ValueError("newton_mean needs mean_step=lg.QSGP.Newton(...) (or 'newton')")
+        return newton.newton_mean(self, Xl, yl, U, n, reduce)
+
+    def rvm_em_update(
+        self, U: torch.Tensor, colnorm: torch.Tensor | None, mackay: bool = False
+    ) -> None:
+        """Closed-form update of the RVM precisions of the rows ``U`` (em, or MacKay's
+        re-estimate with ``mackay``; :func:`latentgp.models.qsgp.rvm.rvm_em_update`).
+
+        Called by the training step (``Basis(kind="rvm", rvm_update="em" or "mackay")``);
+        public for applying or checking one update outside :meth:`fit` (``U`` a tensor
+        of row indices, ``colnorm`` from :meth:`column_norms` or None to leave ``c``).
+        """
+        rvm.rvm_em_update(self, U, colnorm, mackay)
+
+    # ----------------------------------------------------------------- prediction --
+    def _compute_cache(self):
+        return None
+
+    def _predict_f_chunk(self, X, cache):
+        return predictive_moments(self, X)
+
+    def relevance_vectors(self, threshold: float = 1e4) -> np.ndarray:
+        """Indices of basis functions with finite precision ``s_i < threshold`` (RVM)."""
+        self._require_built()
+        if self.basis.kind != "rvm":
+            raise ValueError("relevance vectors exist only for basis='rvm'")
+        return torch.nonzero(torch.exp(self.log_s.detach()) < threshold).flatten().cpu().numpy()
