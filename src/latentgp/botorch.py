@@ -23,14 +23,16 @@ What the posterior over ``q`` points is, per family (all in the targets' units):
   moment-matched Gaussian (the mixture's exact joint mean and covariance,
   :func:`~latentgp.mixtures.mixture_joint_moments`), not the mixture.
 
-``condition_on_observations`` (and so ``fantasize`` and ``qKnowledgeGradient``): for an
-ExactGP and un-batched observations the result wraps
-:meth:`~latentgp.ExactGP.condition_on` (a rank-k update of the Cholesky factor).  Otherwise
-(batched fantasies, or the other families) the wrapped posterior's joint Gaussian is
-conditioned on the observations with their Gaussian noise: exact for ExactGP (the same
-posterior), and for the approximate models a conditioning of their Gaussian predictive
-q(f), not a new variational fit (Maddox et al. 2021's online variational update is not
-implemented).  The wrapped model is never changed.
+``condition_on_observations`` (and so ``fantasize`` and ``qKnowledgeGradient``): for
+un-batched observations the result wraps the model's own ``condition_on`` where it has one:
+:meth:`~latentgp.ExactGP.condition_on` (a rank-k update of the Cholesky factor),
+:meth:`~latentgp.SparseGP.condition_on` (the new points' statistics added) and
+:meth:`~latentgp.SVGP.condition_on` (Gaussian likelihood, full q(u): the online
+variational conditioning of Maddox et al. 2021).  Otherwise (batched fantasies, or the
+other families) the wrapped posterior's joint Gaussian is conditioned on the observations
+with their Gaussian noise (:class:`ConditionedModel`): exact for ExactGP (the same
+posterior as ``condition_on``), and for the approximate models a conditioning of their
+Gaussian predictive, not a new variational fit.  The wrapped model is never changed.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 from .likelihoods import Gaussian, ScaleModulatedGaussian
 from .linalg import cholesky, solve_lower
 from .mixtures import mixture_joint_moments
-from .models import SAVIGP, ExactGP, GPModel
+from .models import SAVIGP, SVGP, ExactGP, GPModel, SparseGP
 from .variational import conditional_covariance
 
 __all__ = ["ConditionedModel", "LatentGPModel"]
@@ -73,6 +75,19 @@ def _savigp_joint(model: SAVIGP, X: torch.Tensor):
     # (..., K, Q, q) and (..., K, Q, q, q): components first for the mixture
     mean, cov = mixture_joint_moments(parts[0].detach(), mean.movedim(-3, 0), cov.movedim(-4, 0))
     return mean.mT, cov
+
+
+def _has_own_conditioning(model: GPModel) -> bool:
+    """Whether the model's ``condition_on`` applies: ExactGP (rank-k factor update),
+    SparseGP (added statistics), SVGP with a Gaussian likelihood and full q(u) (online
+    variational conditioning)."""
+    if isinstance(model, (ExactGP, SparseGP)):
+        return True
+    return (
+        isinstance(model, SVGP)
+        and type(model.likelihood) is Gaussian
+        and model.covariance == "full"
+    )
 
 
 class LatentGPModel(Model, FantasizeMixin):
@@ -215,7 +230,7 @@ class LatentGPModel(Model, FantasizeMixin):
                 f"{tuple(X.shape)}, got {tuple(Y.shape)}"
             )
         model = self.wrapped
-        if type(self) is LatentGPModel and isinstance(model, ExactGP) and noise is None and (
+        if type(self) is LatentGPModel and _has_own_conditioning(model) and noise is None and (
             X.ndim == 2 and Y.ndim == 2
         ):
             y = Y[:, 0] if Y.shape[-1] == 1 else Y

@@ -204,3 +204,16 @@ def test_bad_input():
         bm.posterior(X[:3].numpy())
     with pytest.raises(ValueError, match="Y must have shape"):
         bm.condition_on_observations(X[:3], y[:3])
+
+
+@pytest.mark.parametrize("name", ["SparseGP", "SVGP"])
+def test_condition_on_observations_uses_the_models_own_update(models, name):
+    model = models[0][name]
+    Xn, Yn = _data(3, seed=12)
+    new = LatentGPModel(model).condition_on_observations(Xn, Yn[:, None])
+    assert type(new) is LatentGPModel and type(new.wrapped) is type(model)
+    Xq = _data(4, seed=13)[0]
+    own = model.condition_on(Xn, Yn).predict_f_full_cov(Xq)
+    post = new.posterior(Xq)
+    np.testing.assert_allclose(post.mean.detach()[:, 0], own[0][:, 0], atol=1e-10)
+    np.testing.assert_allclose(post.distribution.covariance_matrix.detach(), own[1][0], atol=1e-10)

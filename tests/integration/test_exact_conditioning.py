@@ -122,3 +122,46 @@ def test_a_chain_of_updates_never_changes_a_model(fitted):
             L.dense(), B, upper=False), atol=1e-10)
         assert torch.allclose(L.solve_upper_t(B), torch.linalg.solve_triangular(
             L.dense().mT, B, upper=True), atol=1e-10)
+
+
+@pytest.mark.parametrize("method", ["vfe", "fitc", "sor"])
+def test_sparse_condition_on_equals_set_data_on_all_data(method):
+    X, y = _data(160, seed=2)
+    model = lg.SparseGP(num_inducing=12, method=method).fit(X[:120], y[:120], max_steps=20)
+    state = copy.deepcopy(model.state_dict())
+    new = model.condition_on(X[120:], y[120:])
+    ref = copy.deepcopy(model).set_data(X, y)
+    Xs = _data(30, seed=8)[0]
+    for u, v in zip(new.predict_f_full_cov(Xs), ref.predict_f_full_cov(Xs), strict=True):
+        np.testing.assert_allclose(u, v, rtol=0, atol=1e-8)
+    assert abs(new.log_marginal_likelihood() - ref.log_marginal_likelihood()) < 1e-8
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, state[k]), k
+    # and the statistics changed: the new data moved the posterior
+    assert np.abs(new.predict_f(Xs)[0] - model.predict_f(Xs)[0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_svgp_online_conditioning_reaches_the_titsias_optimum(whiten):
+    """From q(u) at the Titsias optimum of the first points, conditioning on the rest
+    gives the Titsias optimum of all the points (the update is exact Gaussian algebra),
+    and in two steps the same as in one."""
+    X, y = _data(160, seed=3)
+    model = lg.SVGP(10, whiten=whiten).fit(X, y, max_steps=50)
+    first = model.clone()
+    first.set_optimal_variational(X[:100], y[:100])
+    state = copy.deepcopy(first.state_dict())
+    new = first.condition_on(X[100:], y[100:])
+    two = first.condition_on(X[100:130], y[100:130]).condition_on(X[130:], y[130:])
+    ref = model.clone()
+    ref.set_optimal_variational(X, y)
+    Xs = _data(30, seed=9)[0]
+    for m in (new, two):
+        for u, v in zip(m.predict_f_full_cov(Xs), ref.predict_f_full_cov(Xs), strict=True):
+            np.testing.assert_allclose(u, v, rtol=0, atol=1e-7)
+    for k, v in first.state_dict().items():
+        assert torch.equal(v, state[k]), k
+    with pytest.raises(ValueError, match="Gaussian likelihood"):
+        lg.SVGP(5, likelihood="bernoulli").fit(X, (y > 1).double(), max_steps=2).condition_on(
+            X[:2], (y[:2] > 1).double()
+        )

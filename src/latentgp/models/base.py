@@ -413,6 +413,15 @@ class GPModel(HyperpriorMixin, nn.Module):
         without scaling); the engine adds ``-N`` times it to reported objectives."""
         return self._log_scale_sum()
 
+    def clone(self) -> GPModel:
+        """A new model of the same class, configuration, sizes and state (parameters and
+        buffers, copied), without the prediction cache; this model is unchanged."""
+        self._require_built()
+        new = type(self).from_config(self.get_config(), device=self.device_)
+        new._build(**self._build_args())
+        new.load_state_dict(self.state_dict())
+        return new.train(self.training)
+
     def target_scaling(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(y_mean, y_scale)`` ``(P,)``: targets are ``scaled * y_scale + y_mean`` (zeros
         and ones when the model does not standardise its targets)."""

@@ -193,9 +193,7 @@ class ExactGP(PathwiseSampling, GPModel):
         Xn = self._check_X(X_new, "X_new")
         yn = self._scale_y(self._check_y(y_new, Xn.shape[0], "y_new"))
         L, alpha = self.prediction_cache()
-        new = type(self).from_config(self.get_config(), device=self.device_)
-        new._build(**self._build_args())
-        new.load_state_dict(self.state_dict())
+        new = self.clone()
         with torch.no_grad():
             k = Xn.shape[0]
             K22 = self.kernel(Xn) + self.likelihood.variance * torch.eye(
@@ -212,5 +210,4 @@ class ExactGP(PathwiseSampling, GPModel):
             a2 = cho_solve(L22, yn.reshape(k, -1) - K12.mT @ alpha)
             a1 = alpha - L.solve_upper_t(B @ a2)
             new._set_prediction_cache((L_new, torch.cat([a1, a2])))
-        new.eval()
         return new
