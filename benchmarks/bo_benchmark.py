@@ -80,12 +80,13 @@ MODELS = {
 }
 
 
-def iterate(model: str, X, y, evaluate, unit, args):
-    """``args.iterations`` BO steps; returns the grown data and the fit / acquisition time."""
+def iterate(fit, X, y, evaluate, unit, args):
+    """``args.iterations`` BO steps with the surrogate ``fit(X, y)``; returns the grown
+    data and the fit / acquisition time."""
     fit_s = acq_s = 0.0
     for _ in range(args.iterations):
         t0 = time.perf_counter()
-        surrogate = MODELS[model](X, y)
+        surrogate = fit(X, y)
         t1 = time.perf_counter()
         acqf = qLogNoisyExpectedImprovement(
             surrogate, X_baseline=X, sampler=SobolQMCNormalSampler(torch.Size([128]))
@@ -113,7 +114,7 @@ def run_one(problem: str, model: str, seed: int, args) -> dict:
     fit_s = acq_s = 0.0
     with torch.random.fork_rng():  # BoTorch's raw samples use the global generator
         torch.manual_seed(seed)
-        X, y, fit_s, acq_s = iterate(model, X, y, evaluate, unit, args)
+        X, y, fit_s, acq_s = iterate(MODELS[model], X, y, evaluate, unit, args)
     best = float(y.max())
     return {
         "problem": problem,
