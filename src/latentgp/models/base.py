@@ -518,7 +518,8 @@ class GPModel(HyperpriorMixin, nn.Module):
         """Factors reused across prediction chunks, recomputed when parameters change.
 
         For the inducing-point models this is (or contains) the conditional's
-        :class:`~latentgp.variational.PredictiveCache`; ExactGP keeps its Cholesky factor.
+        :class:`~latentgp.variational.PredictiveCache`; ExactGP keeps its Cholesky factor (a
+        :class:`~latentgp.linalg.BlockCholesky`) and ``alpha = (K + s^2 I)^{-1} y``.
         Public so that tools built on a fitted model (e.g. acquisition functions) can
         reuse it; treat it as read-only.
 
