@@ -8,7 +8,7 @@ Objective: Branin on the unit square, negated and divided by 50 (values in about
 ``0.02 + 0.5 x0``: the optimum near x0 = 0.12 sits in quiet data, the one near 0.96 in
 noisy data.  Both models see the same Sobol start and noise draws per seed and the same
 acquisition settings as ``bo_benchmark.py`` (qLogNEI, q = 1); SHGP is refit from scratch
-at every iteration (``SHGP(20).fit(X, y, max_steps=--shgp-steps)``), SingleTaskGP with
+at every iteration (``SHGP(min(20, N)).fit(X, y, max_steps=--shgp-steps)``), SingleTaskGP with
 ``fit_gpytorch_mll``.  Regret: the optimum minus the best *true* value among the
 evaluated points.
 
@@ -56,7 +56,8 @@ def run_one(model: str, seed: int, args) -> dict:
         return (truth(x) + noise_sd(x) * eps).unsqueeze(-1)
 
     def fit_shgp(X, y):
-        return LatentGPModel(lg.SHGP(20).fit(X, y[:, 0], max_steps=args.shgp_steps))
+        M = min(20, X.shape[0])  # at most one inducing input per point
+        return LatentGPModel(lg.SHGP(M).fit(X, y[:, 0], max_steps=args.shgp_steps))
 
     fit = {"latentgp.SHGP": fit_shgp, "botorch.SingleTaskGP": fit_singletask}[model]
     X = torch.quasirandom.SobolEngine(2, scramble=True, seed=seed).draw(10).double()
