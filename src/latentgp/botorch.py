@@ -9,11 +9,11 @@ predictive so that BoTorch's acquisition functions and ``optimize_acqf`` use it:
 
 What the posterior over ``q`` points is, per family (all in the targets' units):
 
-* ExactGP, SparseGP, SVGP (and other models with a joint predictive,
+* ExactGP, SparseGP, SVGP (and SEP, GFITC: models with a joint Gaussian predictive,
   :meth:`~latentgp.models.base.GPModel.predict_f_joint`): the joint Gaussian of the
   latent function(s); ``observation_noise=True`` adds the Gaussian likelihood's variance.
-  Non-Gaussian likelihoods (e.g. an SVGP classifier) give the latent ``f`` and have no
-  observation noise to add.
+  Non-Gaussian likelihoods (an SVGP, SEP or GFITC classifier) give the latent ``f`` and
+  have no observation noise to add.
 * SHGP (``y = exp(w) f + eps``): the Gaussian with the exact joint mean and covariance of
   ``h = exp(w) f`` under q (log-normal moments,
   :meth:`~latentgp.likelihoods.ScaleModulatedGaussian.joint_moments`), and
@@ -22,6 +22,8 @@ What the posterior over ``q`` points is, per family (all in the targets' units):
 * SAVIGP: its predictive is a mixture over the q(u) components; the posterior is the
   moment-matched Gaussian (the mixture's exact joint mean and covariance,
   :func:`~latentgp.mixtures.mixture_joint_moments`), not the mixture.
+* SMGP, SLGP, SVHGP (mixtures of experts or of latent inputs) and QSGP are refused with a
+  ``TypeError``.
 
 ``condition_on_observations`` (and so ``fantasize`` and ``qKnowledgeGradient``): for
 un-batched observations the result wraps the model's own ``condition_on`` where it has one:
@@ -55,6 +57,7 @@ from .likelihoods import Gaussian, ScaleModulatedGaussian
 from .linalg import cholesky, solve_lower
 from .mixtures import mixture_joint_moments
 from .models import SAVIGP, SVGP, ExactGP, GPModel, SparseGP
+from .models.modulated.base import MixturePredictive
 from .variational import conditional_covariance
 
 __all__ = ["ConditionedModel", "LatentGPModel"]
@@ -105,6 +108,13 @@ class LatentGPModel(Model, FantasizeMixin):
             raise TypeError(f"model must be a latentgp model, got {type(model).__name__}")
         if not model.built:
             raise ValueError(f"the {type(model).__name__} is not fitted yet: call fit(X, y)")
+        if isinstance(model, MixturePredictive) and not isinstance(
+            model.likelihood, ScaleModulatedGaussian
+        ):
+            raise TypeError(
+                f"{type(model).__name__}'s predictive is not a Gaussian of its latent GPs; "
+                "latentgp.botorch wraps ExactGP, SparseGP, SVGP, SHGP, SAVIGP, SEP and GFITC"
+            )
         super().__init__()
         self._wrapped = (model,)  # a tuple: not a submodule, so train()/to() never touch it
         probe = torch.zeros(1, model.input_dim, dtype=model.dtype_, device=model.device_)
@@ -114,7 +124,7 @@ class LatentGPModel(Model, FantasizeMixin):
         except NotImplementedError:
             raise TypeError(
                 f"{type(model).__name__} has no joint Gaussian predictive to give BoTorch "
-                "(supported: ExactGP, SparseGP, SVGP, SHGP, SAVIGP)"
+                "(supported: ExactGP, SparseGP, SVGP, SHGP, SAVIGP, SEP, GFITC)"
             ) from None
 
     # -------------------------------------------------------------- the contract --

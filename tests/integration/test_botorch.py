@@ -190,6 +190,20 @@ def test_qlognei_with_optimize_acqf(models, name):
     assert float(value) >= float(raw.max()) - 1e-6
 
 
+def test_latent_f_of_ep_classifiers_and_refused_families():
+    X, y = _data(40)
+    yb = (y > 1).double()
+    for model in (lg.SEP(8).fit(X, yb, max_steps=3), lg.GFITC(8).fit(X, yb, max_steps=3)):
+        post = LatentGPModel(model).posterior(X[:5])
+        mf, vf = model.predict_f(X[:5])
+        np.testing.assert_allclose(post.mean.detach()[:, 0], mf, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(post.variance.detach()[:, 0], vf, rtol=1e-6)
+    with pytest.raises(TypeError, match="not a Gaussian of its latent GPs"):
+        LatentGPModel(lg.SVHGP(8).fit(X, y, max_steps=2))
+    with pytest.raises(TypeError, match="no joint Gaussian predictive"):
+        LatentGPModel(lg.QSGP().fit(X, y, max_steps=2))
+
+
 def test_bad_input():
     with pytest.raises(TypeError, match="latentgp model"):
         LatentGPModel(object())
