@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # what the lazy loader below returns, for type checkers and t
         load,
     )
     from .training import FitHistory, TrainingWarning
+    from .validation import SizeCappedWarning
 
 __all__ = [
     "SEP",
@@ -69,6 +70,7 @@ __all__ = [
     "JitterWarning",
     "FitHistory",
     "TrainingWarning",
+    "SizeCappedWarning",
 ]
 
 #: Attribute -> submodule that defines it (imported on first access).
@@ -94,6 +96,7 @@ _LAZY_ATTRIBUTES = {
         "models",
     ),
     **dict.fromkeys(("FitHistory", "TrainingWarning"), "training"),
+    "SizeCappedWarning": "validation",
 }
 
 

@@ -159,3 +159,64 @@ def verify_records(path: str, records: dict[str, Any], manifest: Any) -> None:
                 f"{path}: record {key!r} does not match its checksum (the file is corrupted "
                 "or was altered); it is not used"
             )
+
+
+#: Records of a file may nest containers at most this deep (a few levels are used; a
+#: crafted pickle can nest thousands, which would exhaust the recursion of any reader).
+MAX_RECORD_DEPTH = 32
+
+
+def _children(obj: Any) -> list[Any]:
+    if isinstance(obj, dict):
+        return [*obj.keys(), *obj.values()]
+    if isinstance(obj, (list, tuple)):
+        return list(obj)
+    return []
+
+
+def _stored_bytes(path: str, key: str, t: Any) -> tuple[int, int]:
+    """``(storage id, storage bytes)`` of tensor ``t``, after checking that it is dense
+    and views no more elements than its storage holds (a crafted file can give a
+    one-element storage the strides of a huge tensor: any copy of it would allocate
+    the huge size)."""
+    if str(getattr(t, "layout", "torch.strided")) != "torch.strided":
+        raise ValueError(
+            f"{path}: record {key!r} holds a {t.layout} tensor; only dense tensors are read"
+        )
+    storage = t.untyped_storage()
+    viewed = (t.storage_offset() + t.numel()) * t.element_size() if t.numel() else 0
+    if viewed > storage.nbytes():
+        raise ValueError(
+            f"{path}: record {key!r} claims shape {tuple(t.shape)} but stores only "
+            f"{storage.nbytes()} bytes (a tensor may not view more than it stores)"
+        )
+    return storage.data_ptr(), storage.nbytes()
+
+
+def check_record_sizes(path: str, records: dict[str, Any], file_size: int) -> None:
+    """Check a file's records before any of them is hashed, copied or used: no record
+    nests containers more than :data:`MAX_RECORD_DEPTH` deep, every tensor is dense and
+    views no more than its storage holds, and the storages together hold no more bytes
+    than the file (``file_size``).  Copying the records then never allocates more than
+    the file's size warrants.  A ``ValueError`` names the file and the record."""
+    storages: dict[int, int] = {}
+    for key, value in records.items():
+        stack = [(value, 0)]
+        while stack:
+            obj, depth = stack.pop()
+            if depth > MAX_RECORD_DEPTH:
+                raise ValueError(
+                    f"{path}: record {key!r} nests containers more than {MAX_RECORD_DEPTH} "
+                    "levels deep (not written by latentgp)"
+                )
+            if hasattr(obj, "untyped_storage") and hasattr(obj, "numel"):
+                ptr, nbytes = _stored_bytes(path, str(key), obj)
+                storages[ptr] = max(nbytes, storages.get(ptr, 0))
+            else:
+                stack.extend((child, depth + 1) for child in _children(obj))
+    total = sum(storages.values())
+    if total > file_size:
+        raise ValueError(
+            f"{path}: the records claim {total} bytes of tensor data but the file has only "
+            f"{file_size} bytes (corrupted or crafted)"
+        )

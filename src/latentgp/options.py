@@ -35,6 +35,8 @@ class OptionGroup:
 
     #: the constructor argument that takes this group (for messages), e.g. ``"posterior"``
     argument: ClassVar[str] = ""
+    #: the deprecated flat keywords this group replaces: ``{keyword: field}``
+    flat_keywords: ClassVar[dict[str, str]] = {}
     #: how users write the class (for messages), e.g. ``"lg.SAVIGP.Posterior"``; default
     #: the class name
     written_as: ClassVar[str] = ""
@@ -82,6 +84,12 @@ class OptionGroup:
                 f"its options are {sorted(names)}"
             )
         return cls(**config)
+
+
+def flat_keyword_table(groups: Any) -> dict[str, tuple[str, str]]:
+    """``{keyword: (group argument, field)}`` from the ``flat_keywords`` of ``groups`` (an
+    iterable of group classes): every deprecated flat keyword of a model."""
+    return {kw: (cls.argument, field) for cls in groups for kw, field in cls.flat_keywords.items()}
 
 
 def resolve_groups(

@@ -55,7 +55,8 @@ def _figure(ax: Any, figsize: tuple[float, float], dpi: float) -> tuple[Any, Any
     if ax is not None:
         return ax.figure, ax
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=figsize, dpi=dpi)
+    # constrained layout keeps the axis labels (and an outside legend) inside the image
+    fig, ax = plt.subplots(figsize=figsize, dpi=dpi, layout="constrained")
     return fig, ax
 
 
@@ -119,8 +120,9 @@ def plot_1d(
     """Plot a fitted model with one input dimension.
 
     Regression and count models: predictive mean, a band of +-2 standard deviations of
-    ``y`` (filled) and of the latent ``f`` (dashed, lighter), the training points and the
-    test points when given.  Binary models: ``P(y = 1)`` with the labels at 0 and 1;
+    ``y`` (filled) and of the latent ``f`` (dashed, lighter; not for models without a
+    single latent function, such as SHGP), the training points and the test points when
+    given.  Binary models: ``P(y = 1)`` with the labels at 0 and 1;
     multi-class models: one probability curve per class.  Inducing inputs (``model.Z``)
     are marked as ticks along the x axis.
 
@@ -149,7 +151,12 @@ def plot_1d(
     pad = 0.05 * (hi - lo) if hi > lo else 1.0
     grid = np.linspace(lo - pad, hi + pad, int(num_grid))
     mean_y, var_y = model.predict_y(grid[:, None])
-    mean_f, var_f = model.predict_f(grid[:, None])
+    try:
+        pred_f = model.predict_f(grid[:, None])
+    except NotImplementedError:  # no single latent f (the modulated GPs): no f band
+        pred_f = None
+    if pred_f is not None and np.ndim(pred_f[0]) != 1:  # several latents (SVHGP's noise)
+        pred_f = None
     task = getattr(model.likelihood, "task", "regression")
 
     fig, ax = _figure(ax, figsize, dpi)
@@ -158,14 +165,15 @@ def plot_1d(
     elif task == "multiclass":
         _draw_1d_multiclass(ax, grid, mean_y, x, yv)
     else:
-        _draw_1d_regression(ax, grid, (mean_y, var_y), (mean_f, var_f), x, yv, xt, yt)
+        _draw_1d_regression(ax, grid, (mean_y, var_y), pred_f, x, yv, xt, yt)
     if Z is not None:
         _mark_inducing_1d(ax, Z)
     ax.set_xlim(grid[0], grid[-1])
     ax.set_xlabel("x")
     if title:
         ax.set_title(title)
-    ax.legend(loc="best", fontsize="small", framealpha=0.8)
+    # beside the axes, never over the data (points can fill every corner of the plot)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize="small")
     save_figure(fig, path)
     return fig
 
@@ -234,11 +242,11 @@ def _draw_1d_multiclass(
 
 
 def _draw_1d_regression(
-    ax: Any, grid: np.ndarray, pred_y: tuple[Any, Any], pred_f: tuple[Any, Any],
+    ax: Any, grid: np.ndarray, pred_y: tuple[Any, Any], pred_f: tuple[Any, Any] | None,
     x: np.ndarray, yv: np.ndarray, xt: np.ndarray | None, yt: np.ndarray | None,
 ) -> None:
-    (mean_y, var_y), (mean_f, var_f) = pred_y, pred_f
-    sd_y, sd_f = np.sqrt(np.maximum(var_y, 0)), np.sqrt(np.maximum(var_f, 0))
+    mean_y, var_y = pred_y
+    sd_y = np.sqrt(np.maximum(var_y, 0))
     ax.fill_between(
         grid,
         mean_y - 2 * sd_y,
@@ -248,8 +256,10 @@ def _draw_1d_regression(
         lw=0,
         label="±2 sd of y",
     )
-    ax.plot(grid, mean_f - 2 * sd_f, color="C0", alpha=0.45, lw=1, ls="--", label="±2 sd of f")
-    ax.plot(grid, mean_f + 2 * sd_f, color="C0", alpha=0.45, lw=1, ls="--")
+    if pred_f is not None:
+        mean_f, sd_f = pred_f[0], np.sqrt(np.maximum(pred_f[1], 0))
+        ax.plot(grid, mean_f - 2 * sd_f, color="C0", alpha=0.45, lw=1, ls="--", label="±2 sd of f")
+        ax.plot(grid, mean_f + 2 * sd_f, color="C0", alpha=0.45, lw=1, ls="--")
     ax.plot(grid, mean_y, color="C0", lw=2, label="predictive mean")
     ax.scatter(x, yv, s=10, color="k", alpha=0.6, label="training data", zorder=3)
     if xt is not None:

@@ -3,8 +3,9 @@
 They follow scikit-learn's conventions (``fit`` / ``predict`` / ``predict_proba`` /
 ``score``, parameters in ``__init__`` only, fitted attributes ending in ``_``) and work in
 ``Pipeline``, ``GridSearchCV`` and ``cross_val_score``.  Inputs are standardised inside
-the estimator.  Each picks a method by default: the exact GP for small Gaussian
-regression problems, SVGP otherwise.
+the estimator.  Each picks a method by default: for Gaussian regression the exact GP
+for small problems and Titsias' VFE up to 100,000 rows (the user guide's table), SVGP
+otherwise.
 
     from latentgp.sklearn import GPRegressor
     mean, std = GPRegressor().fit(X, y).predict(X_test, return_std=True)
@@ -12,21 +13,40 @@ regression problems, SVGP otherwise.
 
 from __future__ import annotations
 
+import copy
+import json
+import os
 from typing import Any
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import likelihoods as L
 from .data.standardize import Standardizer
-from .models import SVGP, ExactGP
-from .validation import check_positive_float, check_positive_int
+from .models import SVGP, ExactGP, SparseGP, read_model_file
+from .rng import seeded_scope
+from .validation import check_choice, check_positive_float, check_positive_int
 
-__all__ = ["GPRegressor", "GPClassifier", "GPCountRegressor"]
+__all__ = ["GPRegressor", "GPClassifier", "GPCountRegressor", "load"]
+
+
+def _sample_targets(model: Any, X: np.ndarray, n_samples: int, random_state: Any) -> np.ndarray:
+    """``(n_samples, n)`` joint draws of y at ``X``: f from the model's joint posterior
+    (:meth:`~latentgp.GPModel.sample_f`, in target units), then ``y ~ p(y | f)`` by the
+    likelihood, which works in the model's training units (targets scaled by ``y_mean``,
+    ``y_scale``).  Seeded from ``random_state`` inside a private torch random state."""
+    seed = int(check_random_state(random_state).randint(2**31 - 1))
+    f = torch.as_tensor(model.sample_f(X, n_samples, seed=seed)).to(model.y_mean)
+    with seeded_scope(seed, [f.device]):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            y = model.likelihood.sample_y((f - model.y_mean) / model.y_scale)
+    return (y * model.y_scale + model.y_mean).cpu().numpy()
 
 
 class _GPBase(BaseEstimator):
@@ -45,10 +65,11 @@ class _GPBase(BaseEstimator):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
         return getattr(torch, self.dtype)
 
-    def _make_svgp(self, likelihood, n: int) -> SVGP:
-        check_positive_int(self.num_inducing, "num_inducing")
+    def _make_svgp(self, likelihood) -> SVGP:
+        # above n rows the model caps num_inducing at n, with the warning of every front
+        # end (latentgp.validation.cap_at_rows)
         return SVGP(
-            num_inducing=max(1, min(int(self.num_inducing), n)),
+            num_inducing=check_positive_int(self.num_inducing, "num_inducing"),
             likelihood=likelihood,
             kernel=self.kernel,
             device=self.device,
@@ -56,8 +77,6 @@ class _GPBase(BaseEstimator):
         )
 
     def _fit_svgp(self, model: SVGP, X: np.ndarray, y: np.ndarray) -> None:
-        n = X.shape[0]
-        batch = min(int(self.batch_size), n)
         epochs = self.epochs
         max_steps = self.max_steps
         if epochs is None and max_steps is None:
@@ -65,13 +84,45 @@ class _GPBase(BaseEstimator):
         model.fit(
             X,
             y,
-            batch_size=batch,
+            batch_size=self.batch_size,
             epochs=epochs,
             max_steps=max_steps,
             lr=self.lr,
             seed=self.random_state,
             progress=self.progress,
         )
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the fitted estimator to ``path``: the model file of ``model_`` (see
+        :meth:`latentgp.GPModel.save`) with the estimator's parameters, input scaling,
+        feature names and class labels in a record of the file.  :func:`load` (or
+        ``type(est).load``) reads it back into an estimator that predicts exactly as this
+        one; :func:`latentgp.load` would give only ``model_``, which expects standardised
+        inputs."""
+        check_is_fitted(self)
+        params = self.get_params(deep=False)
+        kernel_object = not isinstance(params["kernel"], str)
+        if kernel_object:
+            params["kernel"] = None  # a Kernel object: restored from the model file
+        fitted = {n: _array_record(getattr(self, n)) for n in _FITTED if hasattr(self, n)}
+        record = {
+            "format": _RECORD_FORMAT,
+            "version": _RECORD_VERSION,
+            "estimator": type(self).__name__,
+            "params": params,
+            "kernel_from_model": kernel_object,
+            "fitted": fitted,
+        }
+        self.model_.save(path, records={_RECORD_KEY: json.dumps(record)})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Any:
+        """The estimator that :meth:`save` wrote to ``path`` (``TypeError`` if the file
+        holds another kind of estimator)."""
+        est = load(path)
+        if not isinstance(est, cls):
+            raise TypeError(f"{os.fspath(path)} holds a {type(est).__name__}, not a {cls.__name__}")
+        return est
 
     def _check_X(self, X, reset: bool) -> np.ndarray:
         return validate_data(self, X, reset=reset, dtype=np.float64)
@@ -87,12 +138,19 @@ class GPRegressor(RegressorMixin, _GPBase):
 
     Parameters
     ----------
-    method: ``"auto"`` (exact GP for ``n <= max_exact`` with a Gaussian likelihood, SVGP
-        otherwise), ``"exact"`` or ``"svgp"``.
+    method: ``"auto"``, ``"exact"``, ``"vfe"`` or ``"svgp"``.  ``"auto"`` follows the user
+        guide's table: with a Gaussian likelihood the exact GP for ``n <= max_exact``,
+        then Titsias' VFE sparse GP (full batch, L-BFGS) for ``n <= max_vfe``; SVGP
+        above that and for the other likelihoods.
     kernel: kernel name or :class:`latentgp.kernels.Kernel`.
     likelihood: ``"gaussian"``, ``"studentt"`` or ``"laplace"`` (the last two need SVGP).
-    num_inducing: M for SVGP.  max_exact: largest n fitted exactly by ``"auto"``.
-    epochs, max_steps, batch_size, lr: SVGP training budget (default 1500 Adam steps).
+    num_inducing: M for VFE and SVGP.  max_exact, max_vfe: the sizes where ``"auto"``
+        changes method.
+    epochs, max_steps, batch_size, lr: SVGP training budget (default 1500 Adam steps;
+        ``batch_size=None``: the model's default, min(N, 1024)); ``epochs`` /
+        ``max_steps`` also bound VFE's L-BFGS iterations (default: the model's).  A
+        ``num_inducing`` or ``batch_size`` above the N training rows means N, with a
+        :class:`~latentgp.SizeCappedWarning` (the rule of every front end).
     random_state: seed.  dtype: ``"float64"`` or ``"float32"``.  device: torch device.
     """
 
@@ -103,9 +161,10 @@ class GPRegressor(RegressorMixin, _GPBase):
         likelihood: str = "gaussian",
         num_inducing: int = 256,
         max_exact: int = 2000,
+        max_vfe: int = 100_000,
         epochs: int | None = None,
         max_steps: int | None = None,
-        batch_size: int = 1024,
+        batch_size: int | None = None,
         lr: float = 0.01,
         random_state: int | None = 0,
         dtype: str = "float64",
@@ -117,6 +176,7 @@ class GPRegressor(RegressorMixin, _GPBase):
         self.likelihood = likelihood
         self.num_inducing = num_inducing
         self.max_exact = max_exact
+        self.max_vfe = max_vfe
         self.epochs = epochs
         self.max_steps = max_steps
         self.batch_size = batch_size
@@ -130,49 +190,75 @@ class GPRegressor(RegressorMixin, _GPBase):
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, multi_output=False)
         Xs = self._standardise_fit(X)
         n = X.shape[0]
-        method = self.method
-        if method not in ("auto", "exact", "svgp"):
-            raise ValueError(f"method must be 'auto', 'exact' or 'svgp', got {method!r}")
+        method = check_choice(self.method, "method", ("auto", "exact", "vfe", "svgp"))
         lik = L.likelihood_from_name(self.likelihood)
         if method == "auto":
-            gaussian = isinstance(lik, L.Gaussian)
-            method = "exact" if (gaussian and n <= self.max_exact) else "svgp"
+            method = self._auto_method(isinstance(lik, L.Gaussian), n)
         if n < 2:
             raise ValueError(f"GPRegressor needs at least 2 samples, got n_samples = {n}")
+        common = {"kernel": self.kernel, "device": self.device, "dtype": self._dtype()}
         if method == "exact":
-            model = ExactGP(
-                kernel=self.kernel, likelihood=lik, device=self.device, dtype=self._dtype()
-            )
+            model = ExactGP(likelihood=lik, **common)
             model.fit(
                 Xs, y, max_steps=100, tol=1e-7, seed=self.random_state, progress=self.progress
             )
+        elif method == "vfe":
+            M = check_positive_int(self.num_inducing, "num_inducing")
+            model = SparseGP("vfe", num_inducing=M, likelihood=lik, **common)
+            budget = {"epochs": self.epochs, "max_steps": self.max_steps}  # full batch: steps
+            model.fit(Xs, y, seed=self.random_state, progress=self.progress, **budget)
         else:
-            model = self._make_svgp(lik, n)
+            model = self._make_svgp(lik)
             self._fit_svgp(model, Xs, y)
         self.model_ = model
         self.method_ = method
         return self
 
+    def _auto_method(self, gaussian: bool, n: int) -> str:
+        if gaussian and n <= check_positive_int(self.max_exact, "max_exact"):
+            return "exact"
+        if gaussian and n <= check_positive_int(self.max_vfe, "max_vfe"):
+            return "vfe"
+        return "svgp"
+
     def predict(self, X, return_std: bool = False, return_cov: bool = False):
-        """Predictive mean of y; with ``return_std`` also its standard deviation (noise
-        included, like scikit-learn's GaussianProcessRegressor); with ``return_cov`` the
-        joint covariance of the latent function."""
+        """Predictive mean of y; with ``return_std`` also its standard deviation, with
+        ``return_cov`` its joint covariance ``(n, n)``.
+
+        Both include the learned noise, as scikit-learn's GaussianProcessRegressor does
+        when the noise is a ``WhiteKernel`` (the noise here is the likelihood's learned
+        parameter), so that ``std ** 2 == diag(cov)``: ``cov`` is the latent function's
+        joint covariance plus the noise variance on the diagonal.
+        """
         check_is_fitted(self)
+        if return_std and return_cov:
+            raise RuntimeError("At most one of return_std or return_cov can be requested.")
         X = self._standardise(self._check_X(X, reset=False))
         mean, var = self.model_.predict_y(X)
         if return_cov:
-            _, cov = self.model_.predict_f_full_cov(X)
-            return mean, cov[0]
+            return mean, self._y_covariance(X, var)
         if return_std:
             return mean, np.sqrt(var)
         return mean
 
+    def _y_covariance(self, X: np.ndarray, var_y: np.ndarray) -> np.ndarray:
+        """Joint covariance of y at standardised ``X``: that of f, plus the noise variance
+        ``var_y - var_f`` (the likelihood's share of the predictive variance) on the
+        diagonal, so that its diagonal is ``var_y`` exactly."""
+        _, cov = self.model_.predict_f_full_cov(X)
+        cov = cov[0]
+        idx = np.diag_indices_from(cov)
+        cov[idx] = var_y
+        return cov
+
     def sample_y(self, X, n_samples: int = 1, random_state: int | None = 0) -> np.ndarray:
-        """Joint posterior samples of the latent function, ``(n, n_samples)``."""
+        """Joint samples of y (the latent function's joint posterior, then the likelihood's
+        noise), ``(n, n_samples)``, as scikit-learn's ``sample_y``.  ``random_state`` seeds
+        them without touching the global random state."""
         check_is_fitted(self)
         X = self._standardise(self._check_X(X, reset=False))
-        return self.model_.sample_f(X, n_samples, seed=random_state).T
-
+        check_positive_int(n_samples, "n_samples")
+        return _sample_targets(self.model_, X, n_samples, random_state).T
 
 class GPClassifier(ClassifierMixin, _GPBase):
     """Gaussian-process classification (binary or multi-class, any label type).
@@ -188,7 +274,7 @@ class GPClassifier(ClassifierMixin, _GPBase):
         num_inducing: int = 128,
         epochs: int | None = None,
         max_steps: int | None = None,
-        batch_size: int = 1024,
+        batch_size: int | None = None,
         lr: float = 0.03,
         random_state: int | None = 0,
         dtype: str = "float64",
@@ -210,9 +296,9 @@ class GPClassifier(ClassifierMixin, _GPBase):
     def fit(self, X, y) -> GPClassifier:
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
-        self._encoder = LabelEncoder().fit(y)
-        self.classes_ = self._encoder.classes_
-        codes = self._encoder.transform(y).astype(np.float64)
+        encoder = LabelEncoder().fit(y)
+        self.classes_ = encoder.classes_
+        codes = encoder.transform(y).astype(np.float64)
         C = len(self.classes_)
         if C < 2:
             raise ValueError(
@@ -221,7 +307,7 @@ class GPClassifier(ClassifierMixin, _GPBase):
             )
         Xs = self._standardise_fit(X)
         lik = L.Bernoulli(self.link) if C == 2 else L.Softmax(C)
-        model = self._make_svgp(lik, X.shape[0])
+        model = self._make_svgp(lik)
         self._fit_svgp(model, Xs, codes)
         self.model_ = model
         return self
@@ -257,7 +343,7 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         num_inducing: int = 128,
         epochs: int | None = None,
         max_steps: int | None = None,
-        batch_size: int = 1024,
+        batch_size: int | None = None,
         lr: float = 0.03,
         random_state: int | None = 0,
         dtype: str = "float64",
@@ -287,7 +373,7 @@ class GPCountRegressor(RegressorMixin, _GPBase):
             offset=float(np.log(max(mean_count, 1e-3) / float(self.exposure))),
             integer_counts=self.integer_counts,
         )
-        model = self._make_svgp(lik, X.shape[0])
+        model = self._make_svgp(lik)
         self._fit_svgp(model, Xs, y)
         self.model_ = model
         return self
@@ -303,3 +389,52 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         X = self._standardise(self._check_X(X, reset=False))
         mean, var = self.model_.predict_y(X)
         return (mean, np.sqrt(var)) if return_std else mean
+
+
+# ------------------------------------------------------------------ estimator files --
+_RECORD_KEY = "sklearn_estimator"
+_RECORD_FORMAT = "latentgp-sklearn-estimator"
+_RECORD_VERSION = 1
+#: Fitted attributes kept in an estimator file besides ``model_``.
+_FITTED = ("x_mean_", "x_scale_", "n_features_in_", "feature_names_in_", "method_", "classes_")
+_ESTIMATORS = {c.__name__: c for c in (GPRegressor, GPClassifier, GPCountRegressor)}
+
+
+def _array_record(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return {"array": value.tolist(), "dtype": "O" if value.dtype == object else value.dtype.str}
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _array_value(value: Any) -> Any:
+    if isinstance(value, dict) and "array" in value:
+        return np.asarray(value["array"], dtype=np.dtype(value["dtype"]))
+    return value
+
+
+def load(path: str | os.PathLike) -> GPRegressor | GPClassifier | GPCountRegressor:
+    """The fitted estimator written by ``est.save(path)``, with its parameters, input
+    scaling, feature names and class labels; it predicts exactly as the saved one."""
+    path = os.fspath(path)
+    model, records = read_model_file(path)  # the record verified with the rest, read once
+    raw = records.get(_RECORD_KEY)
+    if raw is None:
+        raise ValueError(
+            f"{path} holds a bare latentgp model ({type(model).__name__}), not a scikit-learn "
+            "estimator: load it with latentgp.load"
+        )
+    record = json.loads(raw)
+    if record.get("format") != _RECORD_FORMAT or record.get("version") != _RECORD_VERSION:
+        raise ValueError(
+            f"{path}: estimator record format {record.get('format')!r} version "
+            f"{record.get('version')!r} is not readable by this latentgp"
+        )
+    cls = _ESTIMATORS[record["estimator"]]
+    params = dict(record["params"])
+    if record["kernel_from_model"]:
+        params["kernel"] = copy.deepcopy(model.kernel)  # the fitted kernel, not model_'s own
+    est = cls(**params)
+    for name, value in record["fitted"].items():
+        setattr(est, name, _array_value(value))
+    est.model_ = model
+    return est

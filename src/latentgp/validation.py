@@ -122,11 +122,13 @@ def check_targets(
     name: str = "y",
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
+    allow_missing: bool = False,
 ) -> torch.Tensor:
     """Validate targets: finite, numeric, one per data point.
 
     Returns ``(N,)`` for single-output targets or ``(N, P)`` for multi-column targets
-    (a ``(N, 1)`` column is flattened to ``(N,)``).
+    (a ``(N, 1)`` column is flattened to ``(N,)``).  ``allow_missing``: NaN marks an
+    output that was not observed (likelihoods with missing outputs); inf is still refused.
     """
     arr = to_numpy(y, name)
     if arr.ndim == 0:
@@ -140,10 +142,12 @@ def check_targets(
             f"{name} has {arr.shape[0]} entries but X has {num_data} rows: they must match"
         )
     finite = np.isfinite(arr)
+    if allow_missing:
+        finite = finite | np.isnan(arr)
     if not finite.all():
         raise ValueError(f"{name} contains NaN or inf at {_first_bad(~finite)}")
-    if arr.size and dtype.is_floating_point:
-        absval = np.abs(arr.astype(np.float64))
+    if arr.size and dtype.is_floating_point and np.isfinite(arr).any():
+        absval = np.abs(np.where(np.isfinite(arr), arr, 0).astype(np.float64))
         amax = float(absval.max())
         if amax > math.sqrt(torch.finfo(dtype).max) * 1e-4:
             _check_magnitude(amax, _first_bad(absval == amax), name, dtype)
@@ -157,6 +161,29 @@ def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
+
+
+class SizeCappedWarning(UserWarning):
+    """A ``batch_size`` or ``num_inducing`` larger than the training data was reduced to
+    the number of training rows N (see :func:`cap_at_rows`)."""
+
+
+def cap_at_rows(value: int, num_rows: int, *, name: str) -> int:
+    """``min(value, num_rows)``: the one rule of every front end (``fit``, the estimators
+    of :mod:`latentgp.sklearn`, ``latentgp fit``) for a ``batch_size`` or ``num_inducing``
+    above the number of training rows N.  A batch of N rows is the whole data, and N
+    inducing points picked from N rows are all of them, so the request means N; a
+    :class:`SizeCappedWarning` says so when the value is reduced."""
+    value = check_positive_int(value, name)
+    if value > num_rows:
+        warnings.warn(
+            f"{name}={value} is larger than the {num_rows} training rows; "
+            f"using {name}={num_rows}",
+            SizeCappedWarning,
+            stacklevel=2,
+        )
+        return int(num_rows)
+    return value
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:

@@ -135,3 +135,22 @@ def test_fit_streams_npy_shards_and_parquet(tmp_path, capsys):
         == 0
     )
     assert json.loads(capsys.readouterr().out)["n_train"] == 1000
+
+
+def test_fit_streams_a_csv_file_with_stream(tmp_path, capsys):
+    """``fit --data x.csv --stream`` trains from a CSVSource (the target by name or
+    index) and reports the training-sample metrics of a streamed fit; without a CSV
+    file ``--stream`` is a usage error."""
+    import latentgp as lg
+
+    X, y = lg.datasets.gp_draws(600, input_dim=2, seed=2, noise=0.01, lengthscale=1.5)
+    path = tmp_path / "d.csv"
+    lg.datasets.save_csv(path, np.c_[y, X], None, header=False)  # the target first
+    args = ["fit", "--data", str(path), "--stream", "--target", "0", "--inducing", "15",
+            "--batch-size", "100", "--epochs", "2", "--json"]
+    assert main(args) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["n_train"] == 600 and m["n_test"] == 0 and m["train_rmse"] < 0.5
+    assert (tmp_path / "d.csv.latentgp-shards" / "X_00000.npy").exists()
+    assert main(["fit", "--data", "synth", "--stream", "--epochs", "1"]) == 2
+    assert "--stream applies to a CSV file" in capsys.readouterr().err

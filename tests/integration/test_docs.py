@@ -1,9 +1,12 @@
 """The documentation site: a strict mkdocs build, every Python example, the results nav.
 
-Every fenced ```python block in ``docs/**/*.md`` (except the results pages, which show
-benchmark commands) is executed: the blocks of one page run in order in one fresh
-namespace, so a page reads like a session.  Blocks that are not meant to run are fenced
-as ```text or ```bash.
+Every fenced ```python block in ``README.md`` and ``docs/**/*.md`` (except the results
+pages, which show benchmark commands) is executed, in a clean temporary folder: the blocks
+of one page run in order in one fresh namespace, so a page reads like a session.  Blocks
+that are not meant to run are fenced as ```text or ```bash.  A block that reads benchmark
+files from the data home must say so in the paragraph before it (naming
+``LATENTGP_DATA``); without the data home that block is skipped, and the page's test is
+reported as skipped with that sentence as the reason once its other blocks have run.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ _FENCE = re.compile(
 
 def python_blocks(text: str) -> list[str]:
     """The bodies of the fenced code blocks whose info string starts with ``python``."""
+    return [body for body, _ in python_blocks_with_text(text)]
+
+
+def python_blocks_with_text(text: str) -> list[tuple[str, str]]:
+    """``(body, paragraph)`` of each ``python`` block: the paragraph is the prose just
+    before the block (what the page says about it)."""
     blocks = []
     for m in _FENCE.finditer(text):
         info = m.group("info").strip().split()
@@ -44,7 +53,9 @@ def python_blocks(text: str) -> list[str]:
                     line[len(indent) :] if line.startswith(indent) else line
                     for line in body.splitlines(keepends=True)
                 )
-            blocks.append(body)
+            before = text[: m.start()].rstrip().split("```")[-1]
+            paragraph = before.strip().split("\n\n")[-1] if before.strip() else ""
+            blocks.append((body, " ".join(paragraph.split())))
     return blocks
 
 
@@ -53,7 +64,10 @@ def doc_pages() -> list[pathlib.Path]:
     return sorted(p for p in DOCS.rglob("*.md") if "results" not in p.relative_to(DOCS).parts[:1])
 
 
-PAGES_WITH_CODE = [p for p in doc_pages() if python_blocks(p.read_text(encoding="utf-8"))]
+README = ROOT / "README.md"
+PAGES_WITH_CODE = [
+    p for p in [README, *doc_pages()] if python_blocks(p.read_text(encoding="utf-8"))
+]
 
 # ``datasets.load("uci/autompg", split=3)`` in an example: the page needs that data-home file
 _LOAD = re.compile(r"datasets\.load\(\s*[\"']([^\"']+)[\"'](?:\s*,\s*(?:split\s*=\s*)?(\d+))?")
@@ -64,6 +78,36 @@ def data_home_needs(code: str) -> list[tuple[str, int | None]]:
     return [
         (m.group(1), None if m.group(2) is None else int(m.group(2))) for m in _LOAD.finditer(code)
     ]
+
+
+def data_home_files_of(code: str) -> list[str]:
+    """The data-home files that the ``datasets.load`` calls of ``code`` read (none for
+    the synthetic sets and those shipped by installed packages)."""
+    from latentgp.data import data_home_files
+
+    return [f for name, split in data_home_needs(code) for f in data_home_files(name, split)]
+
+
+def missing_data(files: list[str]) -> str | None:
+    """Why the data-home ``files`` cannot be read (``LATENTGP_DATA`` unset, or a file
+    absent from it), or None when they all can."""
+    if not files:
+        return None
+    if not os.environ.get("LATENTGP_DATA", "").strip():
+        return "LATENTGP_DATA is not set"
+    from latentgp.data import data_home
+
+    home = data_home()
+    for rel in files:
+        path = home / rel
+        plain = path.with_suffix("") if path.suffix == ".gz" else path
+        if not (path.is_file() or plain.is_file()):
+            return f"the data home {home} lacks {rel}"
+    return None
+
+
+def _page_id(page: pathlib.Path) -> str:
+    return page.name if page == README else page.relative_to(DOCS).as_posix()
 
 
 def _mkdocs() -> list[str]:
@@ -138,7 +182,8 @@ def test_every_page_is_found():
     assert {"index.md", "user-guide.md", "models/savigp.md", "cli.md"} <= names
     assert not any(n.startswith("results/") for n in names)
     # the model-family pages all carry runnable examples
-    with_code = {p.relative_to(DOCS).as_posix() for p in PAGES_WITH_CODE}
+    with_code = {_page_id(p) for p in PAGES_WITH_CODE}
+    assert "README.md" in with_code
     assert {
         f"models/{n}.md" for n in ("exact-svgp", "sparse", "savigp", "ep", "qsgp", "modulated")
     } <= with_code
@@ -187,13 +232,34 @@ def test_mkdocs_build_strict(tmp_path):
 
 
 # -------------------------------------------------------------------- (b) examples --
-@pytest.mark.parametrize(
-    "page", PAGES_WITH_CODE, ids=[p.relative_to(DOCS).as_posix() for p in PAGES_WITH_CODE]
-)
-def test_docs_examples_run(page, tmp_path, monkeypatch, require_data):
-    blocks = python_blocks(page.read_text(encoding="utf-8"))
-    for name, split in data_home_needs("\n".join(blocks)):
-        require_data(name, split=split)  # skips without the benchmark files
+def test_every_data_home_block_says_so():
+    """A block that reads the data home says so (``LATENTGP_DATA``) in the text before it."""
+    needing = []
+    for page in PAGES_WITH_CODE:
+        for i, (code, paragraph) in enumerate(python_blocks_with_text(page.read_text("utf-8"))):
+            if data_home_files_of(code):
+                needing.append((_page_id(page), i + 1))
+                assert "LATENTGP_DATA" in paragraph, (_page_id(page), i + 1, paragraph)
+    assert ("user-guide.md", 2) in needing  # the guide's UCI example
+
+
+def test_block_extraction_keeps_the_paragraph_before():
+    text = (
+        "Intro.\n\nThis needs `LATENTGP_DATA`:\n\n```python\nx = 1\n```\n"
+        "After.\n```py\ny = 2\n```\n"
+    )
+    assert python_blocks_with_text(text) == [
+        ("x = 1\n", "This needs `LATENTGP_DATA`:"),
+        ("y = 2\n", "After."),
+    ]
+    assert data_home_files_of('lg.datasets.load("snelson")') == []
+    assert data_home_files_of('lg.datasets.load("uci/autompg", split=3)')
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=[_page_id(p) for p in PAGES_WITH_CODE])
+def test_docs_examples_run(page, tmp_path, monkeypatch):
+    blocks = python_blocks_with_text(page.read_text(encoding="utf-8"))
+    skipped: list[str] = []
     try:
         import matplotlib
 
@@ -207,8 +273,12 @@ def test_docs_examples_run(page, tmp_path, monkeypatch, require_data):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small examples: one thread is faster on a shared machine
     try:
-        for i, block in enumerate(blocks):
-            code = compile(block, f"{page.relative_to(DOCS)}[block {i + 1}]", "exec")
+        for i, (block, paragraph) in enumerate(blocks):
+            why = missing_data(data_home_files_of(block))
+            if why is not None:  # the text says what the block needs: that is the reason
+                skipped.append(f"block {i + 1} ({why}): {paragraph}")
+                continue
+            code = compile(block, f"{_page_id(page)}[block {i + 1}]", "exec")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
@@ -219,6 +289,10 @@ def test_docs_examples_run(page, tmp_path, monkeypatch, require_data):
                     raise
     finally:
         torch.set_num_threads(threads)
+    if skipped:
+        pytest.skip(
+            f"ran {len(blocks) - len(skipped)} of {len(blocks)} blocks; " + "; ".join(skipped)
+        )
 
 
 # ------------------------------------------------------------------ (c) results nav --

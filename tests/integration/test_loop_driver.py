@@ -278,3 +278,42 @@ def test_cli_nproc_2_matches_single_process(model, tmp_path, capsys):
     b = torch.load(two, weights_only=True)["state"]
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-9, atol=1e-9, msg=k)
+
+
+class _FlakySEP(lg.SEP):
+    """SEP whose batch steps raise ``FloatingPointError`` at the given calls (1-based)."""
+
+    def __init__(self, fail_calls, **kw):
+        super().__init__(**kw)
+        self.fail_calls, self.calls = set(fail_calls), 0
+
+    def batch_step(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls in self.fail_calls:
+            raise FloatingPointError("injected")
+        return super().batch_step(*args, **kwargs)
+
+
+def test_sep_step_repair_restores_and_halves_the_rate():
+    """A failed SEP step restores the sites and parameters from before it (the shared
+    step repair of training.loop.RestoringTask) and halves the learning rate; giving up
+    names what failed and what was restored."""
+    X, y = cls_data()
+    Z = _sep().fit(X, y, max_steps=1).Z.detach().numpy()  # any fixed inducing inputs
+    kw = dict(Z=Z, kernel=lg.kernels.RBF(lengthscale=1.0, variance=1.5))
+    with pytest.warns(lg.TrainingWarning, match="restored the last good sites and parameters"):
+        m = _FlakySEP({3}, **kw).fit(X, y, max_steps=4, lr=0.2)
+    assert m.history_.events == [
+        "step 2: injected",  # steps count from 0: the third call
+        "step 2: non-finite EP evidence or gradient; restored the last good sites and "
+        "parameters and lowered the learning rate to 0.1",
+    ]
+    assert len(m.history_.objective) == 3  # the failed step records nothing
+    # the repaired run is the run of the same steps with the rate halved at step 3
+    ref = lg.SEP(**kw).fit(X, y, max_steps=2, lr=0.2)
+    assert m.history_.objective[:2] == ref.history_.objective
+    with pytest.raises(FloatingPointError, match=(
+        "training failed 8 times in a row with a non-finite EP evidence or gradient even "
+        "after lowering the learning rate; the last good sites and parameters were restored"
+    )), pytest.warns(lg.TrainingWarning):
+        _FlakySEP(range(2, 100), **kw).fit(X, y, max_steps=10)

@@ -380,8 +380,10 @@ def test_bad_input_is_rejected(tiny, data):
         m.predict_samples(X, 0)
     with pytest.raises(ValueError, match="target column"):
         lg.SHGP(num_inducing=3).fit(np.zeros((10, 1)), np.zeros((10, 2)), max_steps=1)
-    with pytest.raises(ValueError, match="num_inducing"):
-        lg.SHGP(num_inducing=30).fit(np.zeros((10, 1)), np.zeros(10), max_steps=1)
+    with pytest.warns(lg.SizeCappedWarning, match="num_inducing=30 is larger than the 10"):
+        capped = lg.SHGP(num_inducing=30).fit(np.linspace(0, 1, 10)[:, None], np.zeros(10),
+                                              max_steps=1)  # fmt: skip
+    assert capped.num_inducing == 10
     with pytest.raises(ValueError, match="num_experts"):
         lg.SMGP(num_experts=0)
     with pytest.raises(ValueError, match="estimator"):

@@ -232,3 +232,54 @@ def test_plot_inducing(sine_model, tmp_path):
     fake.Z = np.zeros((4, 5))  # inducing inputs outside the input space (e.g. SLGP)
     with pytest.raises(ValueError, match="no inducing inputs in its input space"):
         plotting.plot_inducing(fake, X3)
+
+
+def _bbox(fig, artist):
+    fig.canvas.draw()
+    return artist.get_window_extent(fig.canvas.get_renderer())
+
+
+def test_objective_plot_keeps_its_y_label_inside_the_image(tmp_path):
+    # large objective values give long tick labels, which pushed the label off the image
+    fig = plotting.plot_objective(
+        np.linspace(-1.5e6, -1.2e6, 40), path=tmp_path / "objective.png", figsize=(4, 3)
+    )
+    ax = fig.axes[0]
+    label, whole = _bbox(fig, ax.yaxis.label), fig.bbox
+    assert label.x0 >= whole.x0 and label.x1 <= whole.x1
+    assert label.y0 >= whole.y0 and label.y1 <= whole.y1
+    for tick in ax.get_yticklabels():
+        if tick.get_text():
+            assert _bbox(fig, tick).x0 >= whole.x0
+
+
+def test_fit_plot_legend_covers_no_point(tmp_path):
+    # the guide's picture: a 1-D fit with training and test points everywhere
+    ds = lg.datasets.load("snelson")
+    X, y = ds.X_train[:300], ds.y_train[:300]
+    model = lg.SVGP(num_inducing=30).fit(X, y, batch_size=100, epochs=5, seed=0, progress=False)
+    fig = plotting.plot_1d(model, X, y, path=tmp_path / "fit.png", X_test=ds.X_test,
+                           y_test=ds.y_test)  # fmt: skip
+    ax = fig.axes[0]
+    legend = _bbox(fig, ax.get_legend())
+    points = ax.transData.transform(np.r_[np.c_[X[:, 0], y], np.c_[ds.X_test[:, 0], ds.y_test]])
+    inside = (
+        (points[:, 0] >= legend.x0) & (points[:, 0] <= legend.x1)
+        & (points[:, 1] >= legend.y0) & (points[:, 1] <= legend.y1)
+    )  # fmt: skip
+    assert not inside.any()
+    assert legend.x1 <= fig.bbox.x1  # and the legend itself is in the image
+
+
+@pytest.mark.parametrize("cls", [lg.SHGP, lg.SVHGP])
+def test_plot_1d_of_a_heteroscedastic_model_draws_the_y_band_only(cls, tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (60, 1))
+    y = np.sin(X[:, 0]) + 0.1 * (1 + X[:, 0] ** 2) * rng.standard_normal(60)
+    model = cls(num_inducing=8).fit(X, y, max_steps=5, seed=0, progress=False)
+    fig = plotting.plot_1d(model, X, y, path=tmp_path / "band.png", num_grid=50)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "±2 sd of y" in labels and "±2 sd of f" not in labels  # no single latent f
+    band = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
+    mean, var = model.predict_y(np.linspace(X.min(), X.max(), 50)[:, None])
+    assert band.max() == pytest.approx(np.max(mean + 2 * np.sqrt(var)), rel=0.05)

@@ -298,8 +298,8 @@ def test_bad_input():
         lg.QSGP(basis="inducing", num_basis=100).fit(X, y, max_steps=1)
     with pytest.raises(ValueError, match="NaN"):
         lg.QSGP().fit(np.full_like(X, np.nan), y, max_steps=1)
-    with pytest.raises(ValueError, match="batch_size"):
-        lg.QSGP().fit(X, y, batch_size=1000, max_steps=1)
+    with pytest.warns(lg.SizeCappedWarning, match="batch_size=1000 is larger than the"):
+        lg.QSGP(num_basis=20).fit(X, y, batch_size=1000, max_steps=1)
     q = lg.QSGP(num_basis=20).fit(X, y, max_steps=2)
     with pytest.raises(ValueError, match="columns"):
         q.predict_y(np.zeros((3, 5)))

@@ -147,6 +147,20 @@ def _edited_model(d: Path, edit) -> Path:
     return d / "edited.pt"
 
 
+def _crafted_cli_model(d: Path, edit) -> Path:
+    """The CLI's model file with its header changed by ``edit`` and consistent checksums
+    (what someone crafting a file would write)."""
+    from latentgp.io import digest
+
+    payload = torch.load(model_file(d), weights_only=True)
+    header = json.loads(payload["header"])
+    edit(header)
+    payload["header"] = json.dumps(header)
+    payload["checksums"]["header"] = digest(payload["header"])
+    torch.save(payload, d / "crafted.pt")
+    return d / "crafted.pt"
+
+
 X0, Y0 = _data()
 SVGP5 = lambda: lg.SVGP(num_inducing=5)  # noqa: E731
 K = lg.kernels
@@ -305,23 +319,23 @@ CASES: list[Case] = [
     Case(
         "api fit",
         "M > N (SVGP)",
-        lambda d: api(lambda: lg.SVGP(num_inducing=50).fit(X0, Y0)),
-        "ValueError",
-        "num_inducing=50 is larger than the 30 training points",
+        lambda d: api(lambda: lg.SVGP(num_inducing=50).fit(X0, Y0, max_steps=2)),
+        "ok",
+        "num_inducing=50 is larger than the 30 training rows; using num_inducing=30",
     ),
     Case(
         "api fit",
         "M > N (VFE)",
-        lambda d: api(lambda: lg.SparseGP(num_inducing=50).fit(X0, Y0)),
-        "ValueError",
-        "num_inducing=50 is larger than the 30 training points",
+        lambda d: api(lambda: lg.SparseGP(num_inducing=50).fit(X0, Y0, max_steps=2)),
+        "ok",
+        "num_inducing=50 is larger than the 30 training rows; using num_inducing=30",
     ),
     Case(
         "api fit",
         "batch_size > N",
-        lambda d: api(lambda: SVGP5().fit(X0, Y0, batch_size=64)),
-        "ValueError",
-        "batch_size=64 is larger than the 30 data points",
+        lambda d: api(lambda: SVGP5().fit(X0, Y0, batch_size=64, max_steps=2)),
+        "ok",
+        "batch_size=64 is larger than the 30 training rows; using batch_size=30",
     ),
     Case(
         "api fit",
@@ -517,7 +531,7 @@ CASES: list[Case] = [
         "unknown method",
         lambda d: api(lambda: _sk().GPRegressor(method="nope").fit(X0, Y0)),
         "ValueError",
-        "method must be 'auto', 'exact' or 'svgp', got 'nope'",
+        "method must be 'auto', 'exact', 'vfe' or 'svgp', got 'nope'",
     ),
     # ---------------------------------------------------------------- CLI
     Case(
@@ -616,9 +630,9 @@ CASES: list[Case] = [
     Case(
         "cli fit",
         "M > N",
-        lambda d: cli("fit", "--data", good_csv(d), "--inducing", "100"),
-        "exit 2",
-        "num_inducing=100 is larger than the 32 training points",
+        lambda d: cli("fit", "--data", good_csv(d), "--inducing", "100", *FAST[2:]),
+        "exit 0",
+        "latentgp: warning: num_inducing=100 is larger than the 32 training rows; using",
     ),
     Case(
         "cli fit",
@@ -720,6 +734,19 @@ CASES: list[Case] = [
         lambda d: cli("predict", "--model-file", _csv(d, "m.pt", "hello"), "--data", good_csv(d)),
         "exit 2",
         "m.pt is not a readable latentgp model file (corrupted, truncated, or not a model file)",
+    ),
+    Case(
+        "cli predict",
+        "crafted model file claiming num_inducing = 500000",
+        lambda d: cli(
+            "predict",
+            "--model-file",
+            _crafted_cli_model(d, lambda h: h["config"].update(num_inducing=500_000)),
+            "--data",
+            good_csv(d),
+        ),
+        "exit 2",
+        "crafted.pt: record 'state/Z_raw' has shape (5, 2) but the header describes (500000, 2)",
     ),
     Case(
         "cli predict",
@@ -851,8 +878,26 @@ CASES: list[Case] = [
             lambda: lg.load(_edited_model(d, lambda h, s: s.update(Z_raw=torch.zeros(3, 7))))
         ),
         "ValueError",
-        "header and tensors do not describe a valid SVGP: Error(s) in loading "
-        "state_dict for SVGP: size mismatch for Z_raw",
+        "edited.pt: record 'state/Z_raw' has shape (3, 7) but the header describes (5, 2)",
+    ),
+    Case(
+        "model file",
+        "header a JSON list",
+        lambda d: api(lambda: lg.load(_torch_file(d, {"header": "[1, 2]", "state": {}}))),
+        "ValueError",
+        "x.pt has a corrupted header: it is a list, not a JSON object",
+    ),
+    Case(
+        "model file",
+        "integers in place of a float parameter",
+        lambda d: api(
+            lambda: lg.load(
+                _edited_model(d, lambda h, s: s.update({"q.q_mu": s["q.q_mu"].long()}))
+            )
+        ),
+        "ValueError",
+        "edited.pt: record 'state/q.q_mu' holds torch.int64 values where the SVGP has "
+        "torch.float64",
     ),
     Case(
         "model file",

@@ -418,8 +418,8 @@ def test_bad_input():
         lg.SAVIGP(posterior=lg.SAVIGP.Posterior(components=2, parameterization="lambda"))
     with pytest.raises(ValueError, match="Estimator.num_samples"):
         lg.SAVIGP(estimator={"num_samples": 0})
-    with pytest.raises(ValueError, match="num_inducing"):
-        lg.SAVIGP(num_inducing=50).fit(X, y, max_steps=1)
+    with pytest.warns(lg.SizeCappedWarning, match="num_inducing=50 is larger than the"):
+        assert lg.SAVIGP(num_inducing=50).fit(X, y, max_steps=1).num_inducing == len(y)
     with pytest.raises(ValueError, match="full training set"):
         lg.SAVIGP(dense=True).fit(X, y, batch_size=5, max_steps=1)
     with pytest.raises(ValueError, match="X"):

@@ -1,15 +1,20 @@
 """scikit-learn conventions: check_estimator, pipelines, grid search, pandas, labels."""
 
+import unittest
 import warnings
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("sklearn")
 from sklearn.model_selection import GridSearchCV, cross_val_score  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
-from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
+from sklearn.utils.estimator_checks import (  # noqa: E402
+    check_estimator,
+    estimator_checks_generator,
+)
 
 from latentgp.sklearn import GPClassifier, GPCountRegressor, GPRegressor  # noqa: E402
 
@@ -21,24 +26,55 @@ SKIPPED = {
 }
 
 
-def _fast(est):
-    return est.set_params(max_steps=60, num_inducing=16)
+# The checks that train many models (over a second each here): only in the slow run.
+SLOW_CHECKS = {
+    "check_classifiers_train",
+    "check_classifiers_classes",
+    "check_classifier_data_not_an_array",
+    "check_regressor_data_not_an_array",
+    "check_regressors_train",
+    "check_regressors_int",
+    "check_estimators_dtypes",
+    "check_estimators_nan_inf",
+    "check_fit_score_takes_y",
+    "check_fit_idempotent",
+    "check_pipeline_consistency",
+    "check_supervised_y_2d",
+    "check_positive_only_tag_during_fit",
+}
+ESTIMATORS = [
+    GPRegressor(max_steps=60, num_inducing=16, max_exact=50),
+    GPClassifier(max_steps=60, num_inducing=16),
+    # scikit-learn's generic checks feed real-valued targets: accept y >= 0 for them
+    GPCountRegressor(max_steps=60, num_inducing=16, integer_counts=False),
+]
 
 
-@pytest.mark.parametrize(
-    "est",
-    [
-        GPRegressor(max_steps=60, num_inducing=16, max_exact=50),
-        GPClassifier(max_steps=60, num_inducing=16),
-        # scikit-learn's generic checks feed real-valued targets: accept y >= 0 for them
-        GPCountRegressor(max_steps=60, num_inducing=16, integer_counts=False),
-    ],
-    ids=lambda e: type(e).__name__,
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: type(e).__name__)
 def test_check_estimator(est):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_estimator(est, expected_failed_checks=SKIPPED)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: type(e).__name__)
+def test_check_estimator_fast_subset(est):
+    """Every scikit-learn check but the slow ones (the full set runs with -m slow)."""
+    ran = 0
+    for estimator, check in estimator_checks_generator(
+        est, legacy=True, expected_failed_checks=SKIPPED
+    ):
+        if getattr(check, "func", check).__name__ in SLOW_CHECKS:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                check(estimator)
+            except unittest.SkipTest:  # a check that does not apply (e.g. array API)
+                continue
+        ran += 1
+    assert ran >= 25
 
 
 def test_pipeline_grid_search_and_cross_val():
@@ -119,3 +155,120 @@ def test_bad_input_messages():
     fitted = GPRegressor(max_steps=5).fit(np.arange(6.0)[:, None], np.arange(6.0))
     with pytest.raises(ValueError, match="features"):
         fitted.predict(np.zeros((2, 3)))
+
+
+# ------------------------------------------------ return_std / return_cov / sample_y --
+def _wavy(n=60, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 5, size=(n, 1))
+    return X, 100 + 10 * np.sin(2 * X[:, 0]) + rng.normal(size=n)
+
+
+def test_std_and_cov_both_include_the_noise_like_sklearn_white_kernel():
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+
+    X, y = _wavy()
+    Xt = np.linspace(0, 5, 7)[:, None]
+    est = GPRegressor().fit(X, y)
+    mean, std = est.predict(Xt, return_std=True)
+    mean_c, cov = est.predict(Xt, return_cov=True)
+    np.testing.assert_array_equal(mean_c, mean)
+    np.testing.assert_allclose(np.diag(cov), std**2, rtol=1e-12)
+    np.testing.assert_allclose(cov, cov.T, atol=1e-12)
+    # the noise is in both, as in scikit-learn's GP with a WhiteKernel (std^2 == diag(cov))
+    ref = GaussianProcessRegressor(
+        ConstantKernel() * RBF() + WhiteKernel(), normalize_y=True, random_state=0
+    ).fit(X, y)
+    _, ref_cov = ref.predict(Xt, return_cov=True)
+    np.testing.assert_allclose(cov, ref_cov, rtol=0.05, atol=0.02 * ref_cov.max())
+    with pytest.raises(RuntimeError, match="At most one of return_std or return_cov"):
+        est.predict(Xt, return_std=True, return_cov=True)
+
+
+def test_sample_y_samples_y_with_the_noise():
+    X, y = _wavy()
+    Xt = np.array([[0.5], [0.6], [4.0]])
+    est = GPRegressor().fit(X, y)
+    mean, cov = est.predict(Xt, return_cov=True)
+    state = torch.get_rng_state()
+    draws = est.sample_y(Xt, 40_000, random_state=3)
+    assert torch.equal(torch.get_rng_state(), state)  # the global random state is untouched
+    assert draws.shape == (3, 40_000)
+    np.testing.assert_array_equal(draws, est.sample_y(Xt, 40_000, random_state=3))
+    # the sample covariance is that of y (noise included), not of f (4-sigma MC bounds)
+    sd = np.sqrt(np.diag(cov))
+    assert np.all(np.abs(draws.mean(1) - mean) < 4 * sd / np.sqrt(40_000))
+    emp = np.cov(draws)
+    tol = 4 * np.sqrt((np.outer(sd, sd) ** 2 + cov**2) / 40_000)
+    assert np.all(np.abs(emp - cov) < tol)
+    noise = est.model_.likelihood.variance.item() * est.model_.y_scale.item() ** 2
+    assert noise > 0.5 and np.all(np.diag(emp) > noise)
+
+
+# ----------------------------------------------------------------- save / load --
+def test_saved_regressor_keeps_the_input_scaling(tmp_path):
+    from latentgp.sklearn import load
+
+    X, y = _wavy()
+    X = np.c_[X * 1000 + 5e4, np.random.default_rng(2).normal(size=60)]
+    Xt = X[:9] + 3.0
+    est = GPRegressor(kernel="matern52").fit(X, y)
+    path = tmp_path / "reg.pt"
+    est.save(path)
+    back = GPRegressor.load(path)
+    assert back.get_params() == est.get_params()
+    np.testing.assert_array_equal(back.x_mean_, est.x_mean_)
+    for kw in ({}, {"return_std": True}, {"return_cov": True}):
+        got, want = back.predict(Xt, **kw), est.predict(Xt, **kw)
+        if not isinstance(got, tuple):
+            got, want = (got,), (want,)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert back.score(X, y) == est.score(X, y)
+    assert type(load(path)) is GPRegressor
+    with pytest.raises(TypeError, match="holds a GPRegressor, not a GPClassifier"):
+        GPClassifier.load(path)
+    est.model_.save(tmp_path / "bare.pt")
+    with pytest.raises(ValueError, match="bare latentgp model.*latentgp.load"):
+        load(tmp_path / "bare.pt")
+
+
+def test_saved_classifier_keeps_the_labels_and_a_kernel_object(tmp_path):
+    import latentgp as lg
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(90, 2)) * [1.0, 50.0]
+    labels = np.array(["low", "mid", "high"], dtype=object)[np.digitize(X[:, 0], [-0.5, 0.5])]
+    est = GPClassifier(kernel=lg.kernels.Matern32(), num_inducing=20, max_steps=80).fit(X, labels)
+    est.save(tmp_path / "clf.pt")
+    back = GPClassifier.load(tmp_path / "clf.pt")
+    assert list(back.classes_) == ["high", "low", "mid"] and back.classes_.dtype == object
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+    assert type(back.kernel).__name__ == "Matern32"
+
+
+# ------------------------------------------------------------- method by size --
+def test_auto_method_follows_the_guide_table():
+    import latentgp as lg
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(400, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=400)
+    small = GPRegressor(max_exact=400, max_steps=5).fit(X, y)
+    assert small.method_ == "exact" and type(small.model_) is lg.ExactGP
+    # beyond max_exact a Gaussian problem gets Titsias' VFE (the guide's 3,000-100,000 row)
+    mid = GPRegressor(max_exact=399, num_inducing=30, max_steps=40).fit(X, y)
+    assert mid.method_ == "vfe" and type(mid.model_) is lg.SparseGP
+    assert mid.model_.method == "vfe" and mid.model_.num_inducing == 30
+    assert mid.model_.history_.steps <= 40
+    # ... exactly the VFE model fitted by hand on the standardised inputs
+    Xs = (X - X.mean(0)) / X.std(0)
+    ref = lg.SparseGP("vfe", num_inducing=30).fit(Xs, y, max_steps=40, seed=0, progress=False)
+    np.testing.assert_allclose(mid.predict(X[:7]), ref.predict_y(Xs[:7])[0], rtol=1e-6)
+    assert mid.score(X, y) > 0.95
+    big = GPRegressor(max_exact=100, max_vfe=399, num_inducing=20, max_steps=5).fit(X, y)
+    assert big.method_ == "svgp"
+    robust = GPRegressor(likelihood="studentt", num_inducing=20, max_steps=5).fit(X, y)
+    assert robust.method_ == "svgp"  # VFE and the exact GP need Gaussian noise

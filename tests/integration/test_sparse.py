@@ -318,8 +318,8 @@ def test_bad_input():
         lg.SparseGP(likelihood="bernoulli")
     with pytest.raises(ValueError, match="num_inducing"):
         lg.SparseGP(num_inducing=0)
-    with pytest.raises(ValueError, match="larger than the 20 training points"):
-        lg.SparseGP(num_inducing=30).fit(X, y, max_steps=1)
+    with pytest.warns(lg.SizeCappedWarning, match="larger than the 20 training rows"):
+        assert lg.SparseGP(num_inducing=30).fit(X, y, max_steps=1).num_inducing == 20
     with pytest.raises(ValueError, match="Z has 3 columns"):
         lg.SparseGP(Z=np.zeros((4, 3))).fit(X, y, max_steps=1)
     with pytest.raises(ValueError, match="Z contains NaN"):

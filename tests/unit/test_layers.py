@@ -55,6 +55,7 @@ RANKS = {
     "cli_plot": 7,
     "cli_reproduce": 7,
     "sklearn": 7,
+    "mcmc": 7,
     "plotting": 7,
     "datasets": 7,
     "botorch": 7,

@@ -61,6 +61,16 @@ def read_table(path: str) -> Table:
     return Table(values, all_names, has_header)
 
 
+def csv_target(path: str, target: str | None) -> str | int | None:
+    """``--target`` of a CSV file as ``CSVSource`` takes it: a column's name, else its
+    integer index (``--target 0``)."""
+    if target is None or not target.lstrip("-").isdigit():
+        return target
+    from latentgp.datasets import csv_columns
+
+    return target if target in csv_columns(path).names else int(target)
+
+
 def column_index(table: Table, target: str, path: str) -> int:
     """The index of column ``target`` (a name, else an integer index) of ``table``."""
     if target in table.names:

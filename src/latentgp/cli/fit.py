@@ -32,7 +32,14 @@ from latentgp.cli.common import (
     warn,
     write_json,
 )
-from latentgp.cli.datafiles import class_count, load_fit_data, read_table, split_table
+from latentgp.cli.datafiles import (
+    class_count,
+    csv_target,
+    is_csv,
+    load_fit_data,
+    read_table,
+    split_table,
+)
 from latentgp.cli.history import history_record, metric_trace
 from latentgp.cli.modelfile import (
     apply_inputs,
@@ -81,8 +88,10 @@ def fit_kwargs(args: argparse.Namespace, builder: ModelBuilder, n: int) -> dict[
     }
     batch = None
     if builder.minibatch:
-        batch = min(n, DEFAULT_BATCH_SIZE if args.batch_size is None else args.batch_size)
-        kw["batch_size"] = batch
+        # above n rows: fit caps it (latentgp.validation.cap_at_rows, with its warning)
+        given = args.batch_size
+        kw["batch_size"] = min(n, DEFAULT_BATCH_SIZE) if given is None else given
+        batch = min(n, kw["batch_size"])
     elif args.batch_size is not None:
         warn(f"--batch-size is ignored: --model {builder.name} trains on the full data")
     epochs = args.epochs if args.epochs is not None else None
@@ -167,7 +176,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         args.out = args.metrics = None
         args.json = False
         args.progress = False
-    if is_stream_path(args.data):
+    if is_stream_path(args.data) or streams_csv(args):
         return cmd_fit_stream(args, builder)
     check_output_path(args.out, "--out")
     check_output_path(args.metrics, "--metrics")
@@ -350,12 +359,23 @@ def report_fit(
 
 
 def is_stream_path(data: str) -> bool:
-    """Whether ``--data`` is streamed (a Parquet file or a folder of shards)."""
+    """Whether ``--data`` is always streamed (a Parquet file or a folder of shards)."""
     return str(data).endswith(".parquet") or os.path.isdir(str(data))
 
 
+def streams_csv(args: argparse.Namespace) -> bool:
+    """Whether ``--stream`` asks to stream a CSV ``--data`` (a usage error for a
+    registry dataset)."""
+    if not getattr(args, "stream", False) or is_stream_path(args.data):
+        return False
+    if not is_csv(args.data):
+        raise CLIError(f"--stream applies to a CSV file; {args.data!r} is not one")
+    return True
+
+
 def cmd_fit_stream(args: argparse.Namespace, builder: ModelBuilder) -> int:
-    """``fit --data big.parquet`` or ``--data shards/``: train without loading the data.
+    """``fit --data big.parquet``, ``--data shards/`` or ``--data big.csv --stream``:
+    train without loading the data.
 
     Inputs are standardised with statistics from one streaming pass; metrics are computed
     on ``--test-data`` (a CSV) if given, else on a random sample of 10,000 training rows.
@@ -363,13 +383,16 @@ def cmd_fit_stream(args: argparse.Namespace, builder: ModelBuilder) -> int:
     import numpy as np
 
     import latentgp as lg
-    from latentgp.data.streaming import ShardedArrays, StandardizedSource
+    from latentgp.data.streaming import CSVSource, ShardedArrays, StandardizedSource
 
     if not builder.distributed:
         raise CLIError(f"streaming data needs a minibatch model; --model {builder.name} is not")
     check_output_path(args.out, "--out")
     check_output_path(args.metrics, "--metrics")
-    source = ShardedArrays(args.data, target=args.target)
+    if streams_csv(args):
+        source = CSVSource(args.data, target=csv_target(args.data, args.target))
+    else:
+        source = ShardedArrays(args.data, target=args.target)
     stats = source.stats()
     n = source.num_rows
     scale = np.where(stats["x_std"] > 0, stats["x_std"], 1.0)
@@ -473,6 +496,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
     )
     g.add_argument(
         "--data-home", metavar="DIR", help="folder of data-home files (default $LATENTGP_DATA)"
+    )
+    g.add_argument(
+        "--stream",
+        action="store_true",
+        help="train from a CSV --data without loading it (converted once to .npy shards, "
+        "as a Parquet file is; metrics on --test-data, else on 10,000 training rows)",
     )
     g.add_argument(
         "--no-standardize",

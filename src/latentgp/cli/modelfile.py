@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from latentgp.cli.common import CLIError, atomic_write, jsonable
+from latentgp.cli.common import CLIError, jsonable
 
 #: Key of the CLI's preprocessing record inside a model file's payload.
 PREPROCESSING_KEY = "preprocessing"
@@ -27,36 +27,25 @@ def save_model_file(model: Any, path: str | os.PathLike, preprocessing: dict[str
     The record is JSON text under the payload key ``"preprocessing"``; the rest of the
     file is exactly what ``model.save`` writes, so :func:`latentgp.load` reads it.
     """
-    import torch
-
-    from ..io import digest
-
-    path = os.fspath(path)
     record = {
         "format": PREPROCESSING_FORMAT,
         "version": PREPROCESSING_VERSION,
         **{k: jsonable(v) for k, v in preprocessing.items()},
     }
-    payload = model.file_payload()
-    payload[PREPROCESSING_KEY] = json.dumps(record)
-    payload["checksums"][PREPROCESSING_KEY] = digest(payload[PREPROCESSING_KEY])
-    atomic_write(path, lambda fh: torch.save(payload, fh), binary=True)
+    model.save(os.fspath(path), records={PREPROCESSING_KEY: json.dumps(record)})
 
 
 def load_model_file(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:
     """Load a model file and its CLI preprocessing record (``{}`` when there is none)."""
-    import torch
+    from latentgp.models import read_model_file
 
-    import latentgp as lg
-
-    model = lg.load(path)
-    payload = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
-    raw = payload.get(PREPROCESSING_KEY) if isinstance(payload, dict) else None
+    model, records = read_model_file(path)  # the record verified with the rest, read once
+    raw = records.get(PREPROCESSING_KEY)
     if not raw:
         return model, {}
     try:
         record = json.loads(raw)
-    except (TypeError, json.JSONDecodeError):
+    except (TypeError, ValueError, RecursionError):
         raise ValueError(f"{path}: the preprocessing record is not valid JSON") from None
     if not isinstance(record, dict) or record.get("format") != PREPROCESSING_FORMAT:
         raise ValueError(f"{path}: unrecognised preprocessing record")

@@ -147,13 +147,13 @@ _PROBIT = {"likelihoods": ("Bernoulli",), "requirement": "is a binary (probit) c
 for _name, _summary, _build, _settings in (
     (
         "svgp",
-        "stochastic variational GP (minibatches, any likelihood)",
+        "stochastic variational GP, minibatches, any likelihood; Hensman et al., 2013, 2015",
         model_family("SVGP"),
         {"sparse": True},
     ),
     (
         "exact",
-        "exact GP regression (Gaussian likelihood, O(N^3))",
+        "exact GP regression, Gaussian likelihood, O(N^3); Rasmussen & Williams, 2006",
         model_family("ExactGP", size=None),
         {
             **_FULL_BATCH,
@@ -162,17 +162,20 @@ for _name, _summary, _build, _settings in (
     ),
     (
         "savigp",
-        "SAVIGP: mixture-of-Gaussians posterior, black-box likelihoods (seed 000)",
+        "SAVIGP: mixture-of-Gaussians posterior, black-box likelihoods; Bonilla, Krauth & "
+        "Dezfouli, JMLR 2019",
         model_family("SAVIGP", posterior="fg", estimator={"num_samples": 20}),
         {"sparse": True},
     ),
     *(
         (name, summary, model_family("SparseGP", method=name), {**_FULL_BATCH, "sparse": True})
         for name, summary in (
-            ("sor", "subset of regressors / DIC sparse GP (Gaussian likelihood, full batch)"),
-            ("dtc", "deterministic training conditional sparse GP (Gaussian, full batch)"),
-            ("fitc", "fully independent training conditional sparse GP (Gaussian, full batch)"),
-            ("vfe", "Titsias' collapsed variational sparse GP (Gaussian, full batch)"),
+            ("sor", "subset of regressors sparse GP, Gaussian, full batch; Smola & Bartlett, 2001"),
+            ("dtc", "deterministic training conditional, Gaussian, full batch; Seeger et al., "
+             "2003"),
+            ("fitc", "fully independent training conditional, Gaussian, full batch; Snelson & "
+             "Ghahramani, 2006"),
+            ("vfe", "collapsed variational sparse GP, Gaussian, full batch; Titsias, 2009"),
         )
     ),
     *(
@@ -180,33 +183,35 @@ for _name, _summary, _build, _settings in (
             name,
             summary,
             model_family(name.upper(), size=100, pass_likelihood=False, **_REGRESSION),
-            # SVHGP, an SVGP, trains at the modulated models' rate (seed 003's protocol)
+            # SVHGP, an SVGP, trains at the modulated models' rate (their paper's protocol)
             {"sparse": True, **({"lr": 0.005} if name == "svhgp" else {})},
         )
         for name, summary in (
-            ("shgp", "heteroscedastic GP y = exp(w) f + noise, analytic ELBO (seed 003)"),
-            ("smgp", "mixture of 4 GP experts with GP gating (seed 003)"),
-            ("slgp", "latent-input GP with MLP encoders, hybrid IW bound (seed 003)"),
-            ("svhgp", "SVGP whose noise log-variance is a second GP (heteroscedastic baseline)"),
+            ("shgp", "heteroscedastic GP y = exp(w) f + noise, analytic ELBO; Liu et al., 2021"),
+            ("smgp", "mixture of 4 GP experts with GP gating; Liu et al., 2021"),
+            ("slgp", "latent-input GP with MLP encoders, hybrid IW bound; Liu et al., 2021"),
+            ("svhgp", "SVGP whose noise log-variance is a second GP; Saul et al., 2016"),
         )
     ),
     (
         "sep",
-        "scalable EP probit classifier, batch sweeps + sign-adaptive steps (seed 002)",
+        "scalable EP probit classifier, batch sweeps + sign-adaptive steps; Hernandez-Lobato "
+        "& Hernandez-Lobato, AISTATS 2016",
         model_family("SEP", size=50, pass_likelihood=False, **_PROBIT),
         # the sign-adaptive batch sweeps of SEP's own fit defaults (not class attributes)
         {**_FULL_BATCH, "optimizer": "sign", "lr": 0.2, "sparse": True, "scales_out": True},
     ),
     (
         "gfitc",
-        "generalised FITC probit classifier with EP to convergence (seed 002 baseline)",
+        "generalised FITC probit classifier with EP to convergence; Naish-Guzman & Holden, "
+        "2007",
         model_family("GFITC", size=50, pass_likelihood=False, **_PROBIT),
         {**_FULL_BATCH, "sparse": True},
     ),
     (
         "qsgp",
         "quadruply stochastic GP, random Fourier features (--inducing M = number of "
-        "features, default 1000), O(1) sparse AdaGrad steps (seed 001)",
+        "features, default 1000), O(1) sparse AdaGrad steps; Evans & Nair, 2020",
         model_family(
             "QSGP",
             size=1000,

@@ -135,6 +135,13 @@ EXPERIMENTS: dict[str, Experiment] = {
             ("docs/results/scale-out.md",),
         ),
         Experiment(
+            "sep_streaming_memory",
+            "sep_streaming_memory.py",
+            "SEP's peak memory over 10^5 and 10^6 rows from Parquet vs the rows in memory",
+            ("docs/results/sep_streaming_memory.md",),
+            results_dir=("--out", "sep_streaming_memory.md"),
+        ),
+        Experiment(
             "core_step_speed",
             "core_step_speed.py",
             "step and prediction time of every family before and after the one-core change",

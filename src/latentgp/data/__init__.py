@@ -12,7 +12,14 @@ conventions. Importing this package needs only numpy; package-shipped datasets n
 
 from __future__ import annotations
 
-from latentgp.data.csv import load_csv, save_csv
+from latentgp.data.csv import (
+    CSVColumns,
+    count_csv_rows,
+    csv_columns,
+    iter_csv_chunks,
+    load_csv,
+    save_csv,
+)
 from latentgp.data.files import DATA_HOME_ENV, data_home
 from latentgp.data.loaders import (  # importing it registers the built-in datasets
     UCI_NAMES,
@@ -46,12 +53,15 @@ from latentgp.data.synthetic import (
 )
 
 __all__ = [
+    "CSVColumns",
     "DATA_HOME_ENV",
     "TASKS",
     "UCI_NAMES",
     "Dataset",
     "DatasetSpec",
     "Standardizer",
+    "count_csv_rows",
+    "csv_columns",
     "data_assoc_mean",
     "data_home",
     "data_home_files",
@@ -60,6 +70,7 @@ __all__ = [
     "gp_draws_function",
     "heteroscedastic_mean",
     "heteroscedastic_std",
+    "iter_csv_chunks",
     "list_datasets",
     "load",
     "load_csv",
@@ -80,7 +91,7 @@ __all__ = [
 
 def __getattr__(name: str):
     """Streaming sources import torch, so they load on first use only."""
-    if name in ("ShardedArrays", "LazyRows"):
+    if name in ("ShardedArrays", "CSVSource", "LazyRows"):
         from . import streaming
 
         return getattr(streaming, name)

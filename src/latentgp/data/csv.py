@@ -1,7 +1,9 @@
 """Reading and writing numeric CSV files with the standard library (no pandas).
 
 :func:`load_csv` splits a numeric table into inputs and one target column and reports
-problems precisely: the file, the column and the first offending row. Files ending in
+problems precisely: the file, the column and the first offending row.  :func:`csv_columns`
+and :func:`iter_csv_chunks` read the same files a chunk of rows at a time (the CSV source
+of :mod:`latentgp.data.streaming` converts them so, never holding the whole file). Files ending in
 ``.gz`` are read and written gzip-compressed.
 """
 
@@ -11,13 +13,21 @@ import csv
 import gzip
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
-__all__ = ["load_csv", "save_csv"]
+__all__ = [
+    "CSVColumns",
+    "count_csv_rows",
+    "csv_columns",
+    "iter_csv_chunks",
+    "load_csv",
+    "save_csv",
+]
 
 
 def _open(path: Path, mode: str) -> IO[str]:
@@ -32,6 +42,94 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class CSVColumns:
+    """The layout of a numeric CSV file (see :func:`csv_columns`).
+
+    Attributes: ``names`` (every column, in file order; ``col0, col1, ...`` without a
+    header), ``target`` (the target column's index), ``header`` (whether the first
+    non-blank row is a header).
+    """
+
+    names: list[str]
+    target: int
+    header: bool
+
+    @property
+    def feature_names(self) -> list[str]:
+        """The input columns' names (every column but the target, in file order)."""
+        return [n for j, n in enumerate(self.names) if j != self.target]
+
+    @property
+    def target_name(self) -> str:
+        return self.names[self.target]
+
+
+def csv_columns(
+    path: str | os.PathLike,
+    target: str | int | None = None,
+    delimiter: str = ",",
+    header: bool | None = None,
+) -> CSVColumns:
+    """The columns of a numeric CSV file, read from its first non-blank row only.
+
+    ``target``, ``delimiter`` and ``header`` are those of :func:`load_csv`.  Raises
+    ``FileNotFoundError`` for a missing file and ``ValueError`` for an empty file, bad
+    header names or a target column that does not exist (the message lists the columns).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"CSV file not found: {path}")
+    first = next(_nonblank_rows(path, delimiter), None)
+    if first is None:
+        raise ValueError(f"{path}: the file is empty (no rows)")
+    row = first[1]
+    if header is None:
+        header = any(not _is_number(field) for field in row)
+    names = _header_names(path, row) if header else [f"col{j}" for j in range(len(row))]
+    return CSVColumns(
+        names, _target_index(path, target, names, header, delimiter), bool(header)
+    )
+
+
+def iter_csv_chunks(
+    path: str | os.PathLike,
+    columns: CSVColumns,
+    delimiter: str = ",",
+    chunk_rows: int = 65536,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The data rows of a CSV file laid out as ``columns`` (:func:`csv_columns`), read
+    ``chunk_rows`` at a time: ``(X (k, D), y (k,))`` float64 arrays, in file order.
+
+    Only one chunk is held at a time.  ``ValueError`` at the first bad field, naming the
+    file, the column, the data row and the line: an empty, non-numeric or non-finite
+    value, or a row with another number of fields than the first.
+    """
+    path = Path(path)
+    rows = _nonblank_rows(path, delimiter)
+    if columns.header:
+        next(rows, None)
+    keep = [j for j in range(len(columns.names)) if j != columns.target]
+    fields: list[list[str]] = []
+    lines: list[int] = []
+    start = 0
+    for line, row in rows:
+        fields.append(row)
+        lines.append(line)
+        if len(fields) == chunk_rows:
+            data = _parse_rows(path, fields, lines, columns.names, start, delimiter)
+            yield np.ascontiguousarray(data[:, keep]), data[:, columns.target].copy()
+            start, fields, lines = start + len(fields), [], []
+    if fields:
+        data = _parse_rows(path, fields, lines, columns.names, start, delimiter)
+        yield np.ascontiguousarray(data[:, keep]), data[:, columns.target].copy()
+
+
+def count_csv_rows(path: str | os.PathLike, columns: CSVColumns, delimiter: str = ",") -> int:
+    """The number of data rows (non-blank rows after the header) of a CSV file."""
+    return sum(1 for _ in _nonblank_rows(Path(path), delimiter)) - int(columns.header)
 
 
 def load_csv(
@@ -76,47 +174,27 @@ def load_csv(
         a value is empty, non-numeric or not finite (the message names the file, column
         and first offending row); the target column does not exist (the message lists
         the columns); or column names are duplicated.
+
+    :func:`csv_columns` and :func:`iter_csv_chunks` read the same files a chunk of rows
+    at a time (``latentgp.datasets.CSVSource`` trains from them without loading them).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"CSV file not found: {path}")
-    rows, lines = _read_rows(path, delimiter)
-    if not rows:
-        raise ValueError(f"{path}: the file is empty (no rows)")
-
-    if header is None:
-        header = any(not _is_number(field) for field in rows[0])
-    n_cols = len(rows[0])
-    if header:
-        names = _header_names(path, rows[0])
-        data_rows, data_lines = rows[1:], lines[1:]
-    else:
-        names = [f"col{j}" for j in range(n_cols)]
-        data_rows, data_lines = rows, lines
-    if not data_rows:
-        raise ValueError(f"{path}: the file has a header ({names}) but no data rows")
-
-    t = _target_index(path, target, names, header)
-    data = _parse_rows(path, data_rows, data_lines, names)
-
-    keep = [j for j in range(n_cols) if j != t]
-    X = np.ascontiguousarray(data[:, keep])
-    y = data[:, t].copy()
-    return X, y, [names[j] for j in keep], names[t]
+    columns = csv_columns(path, target, delimiter, header)
+    chunks = list(iter_csv_chunks(path, columns, delimiter))
+    if not chunks:
+        raise ValueError(f"{Path(path)}: the file has a header ({columns.names}) but no data rows")
+    X = np.concatenate([c[0] for c in chunks]) if len(chunks) > 1 else chunks[0][0]
+    y = np.concatenate([c[1] for c in chunks]) if len(chunks) > 1 else chunks[0][1]
+    return X, y, columns.feature_names, columns.target_name
 
 
-def _read_rows(path: Path, delimiter: str) -> tuple[list[list[str]], list[int]]:
-    """The non-blank rows of the file and their line numbers."""
+def _nonblank_rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, fields)`` of the non-blank rows of the file, streamed."""
     with _open(path, "r") as fh:
         reader = csv.reader(fh, delimiter=delimiter)
-        rows: list[list[str]] = []
-        lines: list[int] = []
         for row in reader:
             if not row or all(not field.strip() for field in row):
                 continue  # blank line
-            rows.append(row)
-            lines.append(reader.line_num)
-    return rows, lines
+            yield reader.line_num, row
 
 
 def _header_names(path: Path, row: list[str]) -> list[str]:
@@ -131,7 +209,9 @@ def _header_names(path: Path, row: list[str]) -> list[str]:
     return names
 
 
-def _target_index(path: Path, target: str | int | None, names: list[str], header: bool) -> int:
+def _target_index(
+    path: Path, target: str | int | None, names: list[str], header: bool, delimiter: str = ","
+) -> int:
     """Index of the target column (a name, a possibly negative index, or None: the last)."""
     n_cols = len(names)
     if target is None:
@@ -141,6 +221,7 @@ def _target_index(path: Path, target: str | int | None, names: list[str], header
             raise ValueError(
                 f"{path}: no column named {target!r}; the columns are {names}"
                 + ("" if header else " (the file has no header row)")
+                + (delimiter_hint(names[0], delimiter) if len(names) == 1 else "")
             )
         return names.index(target)
     if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
@@ -152,10 +233,29 @@ def _target_index(path: Path, target: str | int | None, names: list[str], header
     raise ValueError(f"target must be a column name, an index or None, got {target!r}")
 
 
+def delimiter_hint(text: str, delimiter: str) -> str:
+    """A hint for a field that holds another common separator (``;``, tab, ``|``): the
+    file is probably not separated by ``delimiter``; empty otherwise."""
+    for other, name in ((";", "';'"), ("\t", "tabs"), ("|", "'|'")):
+        if other != delimiter and other in text:
+            return (
+                f" (the file looks separated by {name}, not {delimiter!r}: "
+                f"save it comma-separated, e.g. pandas.read_csv(path, sep={other!r})"
+                ".to_csv(new_path, index=False))"
+            )
+    return ""
+
+
 def _parse_rows(
-    path: Path, data_rows: list[list[str]], data_lines: list[int], names: list[str]
+    path: Path,
+    data_rows: list[list[str]],
+    data_lines: list[int],
+    names: list[str],
+    start: int,
+    delimiter: str = ",",
 ) -> np.ndarray:
-    """The data rows as a float64 array ``(N, n_cols)``; an error at the first bad field."""
+    """The data rows as a float64 array ``(N, n_cols)``; an error at the first bad field
+    (``start``: the data-row number of the first of them)."""
     n_cols = len(names)
     data = np.empty((len(data_rows), n_cols), dtype=np.float64)
     for i, (row, line) in enumerate(zip(data_rows, data_lines, strict=True)):
@@ -166,13 +266,14 @@ def _parse_rows(
             )
         for j, field in enumerate(row):
             text = field.strip()
-            where = f"column {names[j]!r} (index {j}), data row {i} (line {line})"
+            where = f"column {names[j]!r} (index {j}), data row {start + i} (line {line})"
             if not text:
                 raise ValueError(f"{path}: missing (empty) value in {where}")
             try:
                 value = float(text)
             except ValueError:
-                raise ValueError(f"{path}: non-numeric value {text!r} in {where}") from None
+                hint = delimiter_hint(text, delimiter)
+                raise ValueError(f"{path}: non-numeric value {text!r} in {where}{hint}") from None
             if not math.isfinite(value):
                 raise ValueError(f"{path}: non-finite value {text!r} in {where}")
             data[i, j] = value

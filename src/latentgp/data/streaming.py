@@ -39,10 +39,11 @@ class ShardedArrays:
 
     Parameters
     ----------
-    path: a folder of ``X_*.npy`` / ``y_*.npy`` shards, or a ``.parquet`` file.
-    target: for Parquet, the target column (name; default the last column).
-    cache_dir: where Parquet is converted to (default ``<file>.latentgp-shards``).
-    shard_rows: rows per shard when converting Parquet.
+    path: a folder of ``X_*.npy`` / ``y_*.npy`` shards, a ``.parquet`` file or a numeric
+        CSV file (``.csv``, ``.csv.gz``; :class:`CSVSource` takes CSV options).
+    target: for Parquet and CSV, the target column (name; default the last column).
+    cache_dir: where a file is converted to (default ``<file>.latentgp-shards``).
+    shard_rows: rows per shard when converting a file.
     max_mapped_bytes: bound on the shard pages kept mapped in this process by random
         row reads (default 1 GiB; see :meth:`release_pages`), which bounds the resident
         memory of out-of-core training whatever the file size.
@@ -61,6 +62,8 @@ class ShardedArrays:
             raise FileNotFoundError(f"no data at {path}")
         if path.endswith(".parquet"):
             path = _parquet_to_shards(path, target, cache_dir, shard_rows)
+        elif path.lower().endswith(CSV_SUFFIXES):
+            path = _csv_to_shards(path, target, ",", None, cache_dir, shard_rows)
         self.folder = path
         xs = sorted(glob.glob(os.path.join(path, "X_*.npy")))
         ys = sorted(glob.glob(os.path.join(path, "y_*.npy")))
@@ -251,11 +254,8 @@ def _parquet_to_shards(path: str, target: str | None, cache_dir, shard_rows: int
     out = os.fspath(cache_dir) if cache_dir else path + ".latentgp-shards"
     stamp = os.path.join(out, "meta.json")
     mtime = os.path.getmtime(path)
-    if os.path.exists(stamp):
-        with open(stamp) as fh:
-            meta = json.load(fh)
-        if meta.get("source_mtime") == mtime and meta.get("target") == target:
-            return out
+    if _converted(out, {"source_mtime": mtime, "target": target}):
+        return out
     try:
         # no pre-buffering: pyarrow's default keeps every row group it has read cached
         # (700 MiB for a 10^7-row file); a 1 MiB read buffer keeps conversion ~130 MiB
@@ -273,8 +273,7 @@ def _parquet_to_shards(path: str, target: str | None, cache_dir, shard_rows: int
     if not feats:
         raise ValueError(f"{path}: only one column ({tgt!r}); no input columns left")
     os.makedirs(out, exist_ok=True)
-    for old in glob.glob(os.path.join(out, "[Xy]_*.npy")):
-        os.unlink(old)
+    _clear_shards(out)
     # Shards are streamed to disk batch by batch (npy header first, then raw rows), so
     # converting holds one record batch in memory, not a shard.
     total = pf.metadata.num_rows
@@ -296,12 +295,78 @@ def _parquet_to_shards(path: str, target: str | None, cache_dir, shard_rows: int
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
         raise ValueError(f"{path} is not a readable Parquet file ({first})") from None
     finally:
-        writer.close()
+        writer.close(complete=False)  # an error above is not hidden by the missing rows
+    writer.close()
     with open(stamp, "w") as fh:
         json.dump(
             {"source": path, "source_mtime": mtime, "target": tgt, "feature_names": feats}, fh
         )
     return out
+
+
+def _converted(out: str, stamp: dict) -> bool:
+    """Whether ``out`` holds shards converted with the settings of ``stamp``."""
+    meta = os.path.join(out, "meta.json")
+    if not os.path.exists(meta):
+        return False
+    with open(meta) as fh:
+        old = json.load(fh)
+    return all(old.get(k) == v for k, v in stamp.items())
+
+
+def _csv_to_shards(
+    path: str,
+    target: str | int | None,
+    delimiter: str,
+    header: bool | None,
+    cache_dir,
+    shard_rows: int,
+) -> str:
+    """Convert a CSV file to ``.npy`` shards, streaming: one pass counts the rows, a
+    second parses them :data:`CSV_CHUNK_ROWS` at a time (errors name the file, the row
+    and the column, see :func:`latentgp.data.csv.iter_csv_chunks`)."""
+    from .csv import count_csv_rows, csv_columns, iter_csv_chunks
+
+    out = os.fspath(cache_dir) if cache_dir else path + ".latentgp-shards"
+    columns = csv_columns(path, target, delimiter, header)
+    if len(columns.names) < 2:
+        raise ValueError(
+            f"{path}: only one column ({columns.target_name!r}); no input columns left"
+        )
+    stamp = {
+        "source_mtime": os.path.getmtime(path),
+        "target": columns.target_name,
+        "delimiter": delimiter,
+        "header": columns.header,
+    }
+    if _converted(out, stamp):
+        return out
+    total = count_csv_rows(path, columns, delimiter)
+    if total == 0:
+        raise ValueError(f"{path}: the file has a header ({columns.names}) but no data rows")
+    os.makedirs(out, exist_ok=True)
+    _clear_shards(out)
+    writer = _ShardWriter(out, len(columns.names) - 1, total, shard_rows)
+    try:
+        for Xc, yc in iter_csv_chunks(path, columns, delimiter, CSV_CHUNK_ROWS):
+            writer.write(Xc, yc)
+    finally:
+        writer.close(complete=False)
+    writer.close()
+    with open(os.path.join(out, "meta.json"), "w") as fh:
+        json.dump({"source": path, **stamp, "feature_names": columns.feature_names}, fh)
+    return out
+
+
+#: rows parsed at a time when converting a CSV file
+CSV_CHUNK_ROWS = 65536
+
+
+def _clear_shards(out: str) -> None:
+    for old in glob.glob(os.path.join(out, "[Xy]_*.npy")):
+        os.unlink(old)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(out, "meta.json"))
 
 
 class _ShardWriter:
@@ -332,13 +397,64 @@ class _ShardWriter:
             self.fy.write(np.ascontiguousarray(y[:n], dtype="<f8").tobytes())
             X, y, self.room, self.left = X[n:], y[n:], self.room - n, self.left - n
 
-    def close(self) -> None:
+    def close(self, complete: bool = True) -> None:
+        """Close the open shard; ``complete``: check that every row was written."""
         for fh in (self.fx, self.fy):
             if fh is not None:
                 fh.close()
         self.fx = self.fy = None
-        if self.room:
-            raise ValueError(f"the Parquet file ended {self.room} rows early")
+        if complete and self.room:
+            raise ValueError(f"the file ended {self.room} rows early")
+
+
+CSV_SUFFIXES = (".csv", ".csv.gz")
+
+
+class CSVSource(ShardedArrays):
+    """The rows of a numeric CSV file as an out-of-core source: ``model.fit(source)``
+    trains every model from it without holding the file in memory.
+
+    The file is converted once, streaming (:data:`CSV_CHUNK_ROWS` rows parsed at a
+    time), to ``.npy`` shards in a cache folder; they are re-made when the file, the
+    target, the delimiter or the header setting changes.  Then it is a
+    :class:`ShardedArrays` (``num_rows``, ``input_dim``, ``rows(idx)``,
+    ``lazy_arrays``, ``stats()``, ``feature_names``).
+
+    Parameters
+    ----------
+    path: the file (``.gz`` is decompressed).
+    target: the target column by header name or (possibly negative) index; default the
+        last column.  Every other column is an input.
+    delimiter: the field separator.
+    header: whether the first non-blank row is a header; None detects it (a header when
+        any of its fields is not a number; without one the columns are ``col0, ...``).
+    cache_dir: where the shards go (default ``<file>.latentgp-shards``).
+    shard_rows: rows per shard.
+    max_mapped_bytes: as for :class:`ShardedArrays`.
+
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` naming the file,
+    the data row and the column of an empty, non-numeric or non-finite cell, for a
+    target column that does not exist (listing the columns), for ragged rows, and for a
+    file without data rows.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        target: str | int | None = None,
+        delimiter: str = ",",
+        header: bool | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        shard_rows: int = 1_000_000,
+        max_mapped_bytes: int = 1 << 30,
+    ) -> None:
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"CSV file not found: {path}")
+        folder = _csv_to_shards(path, target, delimiter, header, cache_dir, shard_rows)
+        super().__init__(folder, max_mapped_bytes=max_mapped_bytes)
+        self.path = path
 
 
 class StandardizedSource:

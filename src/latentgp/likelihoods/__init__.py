@@ -15,6 +15,7 @@ from .gprn import GPRN
 from .heteroscedastic import HeteroscedasticGaussian
 from .laplace import Laplace
 from .lgcp import LogGaussianCox
+from .lmc import LinearCoregionalization
 from .ordinal import Ordinal
 from .poisson import Poisson
 from .positive import Beta, Exponential, Gamma
@@ -39,5 +40,6 @@ __all__ = [
 ]
 __all__ += ["WarpedGaussian", "LogGaussianCox", "GPRN", "ScaleModulatedGaussian", "GaussianExperts"]
 __all__ += [
-    "NegativeBinomial", "ZeroInflatedPoisson", "Gamma", "Exponential", "Beta", "Ordinal",
+    "LinearCoregionalization", "NegativeBinomial", "ZeroInflatedPoisson", "Gamma",
+    "Exponential", "Beta", "Ordinal",
 ]

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from ..config import default_dtype, get_config
-from ..io import atomic_write, record_digests, verify_records
+from ..io import atomic_write, digest, record_digests
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Gaussian, Likelihood, likelihood_from_config, likelihood_from_name
 from ..parameters import spread_unit
@@ -104,6 +104,19 @@ def fit_engine() -> Callable[..., Any]:
     return _FIT_ENGINE[0]
 
 
+#: Rows of the seeded sample from which a model initialises (inducing inputs,
+#: lengthscales) when it trains from an out-of-core source (:func:`init_sample`).
+INIT_SAMPLE_ROWS = 20000
+
+
+def init_sample(num_rows: int, seed: int | None) -> np.ndarray:
+    """The sorted row numbers of the seeded initialisation sample of ``num_rows`` rows: at
+    most :data:`INIT_SAMPLE_ROWS`, drawn without replacement by
+    ``numpy.random.default_rng(seed or 0)``; every row (``arange``) of a smaller set."""
+    rng = np.random.default_rng(0 if seed is None else seed)
+    return np.sort(rng.choice(num_rows, size=min(num_rows, INIT_SAMPLE_ROWS), replace=False))
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -122,6 +135,22 @@ def with_noise_variance(likelihood: Likelihood, noise_variance: float | None) ->
     cfg = likelihood.to_config()
     cfg["variance"] = float(noise_variance)
     return likelihood_from_config(cfg)
+
+
+def _column_stats(y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Mean, standard deviation (N - 1), minimum and maximum of each column of ``y``
+    ``(N, P)``, over its observed (non-NaN) entries."""
+    observed = ~torch.isnan(y)
+    if bool(observed.all()):  # the usual case, computed as it always was (bit for bit)
+        sd = y.std(0) if y.shape[0] > 1 else torch.ones_like(y[0])
+        return y.mean(0), sd, y.amin(0), y.amax(0)
+    n = observed.sum(0)
+    mean = torch.where(observed, y, 0.0).sum(0) / n.clamp_min(1)
+    dev = torch.where(observed, y - mean, 0.0)
+    sd = (dev.square().sum(0) / (n - 1).clamp_min(1)).sqrt()
+    lo = torch.where(observed, y, torch.inf).amin(0)
+    hi = torch.where(observed, y, -torch.inf).amax(0)
+    return mean, sd, lo, hi
 
 
 class GPModel(HyperpriorMixin, nn.Module):
@@ -214,11 +243,17 @@ class GPModel(HyperpriorMixin, nn.Module):
 
     def _build_for_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         """Allocate parameters for training data ``X`` ``(N, D)``, ``y`` (first fit)."""
+        self._cap_sizes(X.shape[0])
         self._build(X.shape[1], 1 if y.ndim == 1 else y.shape[1])
 
     def _build_for_source(self, input_dim: int, num_rows: int) -> None:
         """Allocate parameters for an out-of-core source of ``num_rows`` rows (first fit)."""
+        self._cap_sizes(num_rows)
         self._build(input_dim, 1)
+
+    def _cap_sizes(self, N: int) -> None:
+        """Before the first build: reduce sizes that cannot exceed the ``N`` training rows
+        (inducing points picked from the data), by :func:`latentgp.validation.cap_at_rows`."""
 
     def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         self.kernel.init_from_data(X)
@@ -260,6 +295,17 @@ class GPModel(HyperpriorMixin, nn.Module):
         model.restore_hyperpriors(hyper)
         return model
 
+    @classmethod
+    def from_header(
+        cls, config: dict[str, Any], build: dict[str, Any], *, device=None
+    ) -> GPModel:
+        """The model a file's header describes, built (parameters at their initial
+        values) from its ``config`` and ``build`` sizes: what loading fills with the
+        stored tensors (``device="meta"`` plans it without memory)."""
+        model = cls.from_config(config, device=device)
+        model._build(**build)
+        return model
+
     # ---------------------------------------------------------------- data checks --
     def _check_X(self, X: Any, name: str = "X") -> torch.Tensor:
         return check_inputs(
@@ -267,7 +313,9 @@ class GPModel(HyperpriorMixin, nn.Module):
         )
 
     def _check_y(self, y: Any, num_data: int, name: str = "y") -> torch.Tensor:
-        y = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_)
+        missing_ok = getattr(self.likelihood, "allows_missing_targets", False)
+        y = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_,
+                          allow_missing=missing_ok)
         self._adapt_likelihood(y)
         out = 1 if y.ndim == 1 else y.shape[1]
         if self.output_dim is not None and out != self.output_dim:
@@ -451,10 +499,9 @@ class GPModel(HyperpriorMixin, nn.Module):
         if first:
             self._build_for_data(Xt, yt)
             if self._uses_scaling():
-                y2 = yt.reshape(N, -1)
-                self.y_mean.copy_(y2.mean(0))
-                sd = y2.std(0) if N > 1 else torch.ones_like(self.y_scale)
-                self.y_scale.copy_(spread_unit(sd, y2.amin(0), y2.amax(0)))
+                mean, sd, lo, hi = _column_stats(yt.reshape(N, -1))
+                self.y_mean.copy_(mean)
+                self.y_scale.copy_(spread_unit(sd if N > 1 else torch.ones_like(sd), lo, hi))
         self._validate_sizes(N)
         ys = self._scale_y(yt)
         if first:
@@ -465,15 +512,30 @@ class GPModel(HyperpriorMixin, nn.Module):
         return ys
 
     def _initialize_source(self, source: Any, seed: int | None, batch_size: int):
+        """:meth:`_init_from_source`, then lazy ``(X, scaled y)`` views of the source
+        (materialised when the batch is the whole data)."""
+        N = int(source.num_rows)
+        self._init_from_source(source, seed)
+        Xl, yl = source.lazy_arrays(self.dtype_, self.device_)
+        check = self.likelihood.validate_targets
+
+        def prepare(t: torch.Tensor) -> torch.Tensor:
+            return self._scale_y(check(t))
+
+        yl = yl.with_transform(prepare)
+        if batch_size >= N:
+            everything = torch.arange(N)
+            return Xl[everything], yl[everything]
+        return Xl, yl
+
+    def _init_from_source(self, source: Any, seed: int | None) -> None:
         """Build and initialise from an out-of-core source: target statistics from one
-        streaming pass, inducing inputs and lengthscales from a random subsample of at
-        most 20,000 rows (a source of at most 20,000 rows initialises exactly as the same
-        rows given as arrays).  Returns lazy ``(X, scaled y)`` views (materialised when
-        the batch is the whole data)."""
+        streaming pass, inducing inputs and lengthscales from the seeded sample of
+        :func:`init_sample` (a source of at most 20,000 rows initialises exactly as the
+        same rows given as arrays).  A built model is only checked against the source."""
         N = int(source.num_rows)
         stats = source.stats()  # one pass; also rejects NaN / inf
-        rng = np.random.default_rng(0 if seed is None else seed)
-        sub = np.sort(rng.choice(N, size=min(N, 20000), replace=False))
+        sub = init_sample(N, seed)
         Xs_np, ys_np = source.rows(sub)
         Xs = torch.as_tensor(Xs_np, dtype=self.dtype_, device=self.device_)
         ys = self._check_y(ys_np, len(sub))
@@ -494,17 +556,6 @@ class GPModel(HyperpriorMixin, nn.Module):
                 torch.manual_seed(seed)
             self._init_from_data(Xs, self._scale_y(ys))
             self.to(device=self.device_)
-        Xl, yl = source.lazy_arrays(self.dtype_, self.device_)
-        check = self.likelihood.validate_targets
-
-        def prepare(t: torch.Tensor) -> torch.Tensor:
-            return self._scale_y(check(t))
-
-        yl = yl.with_transform(prepare)
-        if batch_size >= N:
-            everything = torch.arange(N)
-            return Xl[everything], yl[everything]
-        return Xl, yl
 
     def _validate_sizes(self, N: int) -> None:
         """Model-specific size checks (e.g. more inducing points than data)."""
@@ -648,7 +699,11 @@ class GPModel(HyperpriorMixin, nn.Module):
             return lp.sum(-1) if lp.ndim > 1 else lp
 
         (lpd,) = chunked(log_density, Xt, ys, rows=self._rows_per_chunk(chunk_size))
-        return self._to_output(lpd - self._log_scale_sum(), as_numpy)
+        offset: Any = self._log_scale_sum()
+        if offset and yt.ndim == 2 and bool(torch.isnan(yt).any()):
+            # missing outputs: each row's density is over its observed outputs only
+            offset = (~torch.isnan(yt)).to(yt.dtype) @ self.y_scale.log()
+        return self._to_output(lpd - offset, as_numpy)
 
     def predict_f_full_cov(self, X: Any) -> tuple[Any, Any]:
         """Joint posterior of the latents at ``X``: mean ``(N, Q)``, covariance ``(Q, N, N)``.
@@ -719,87 +774,20 @@ class GPModel(HyperpriorMixin, nn.Module):
         payload["checksums"] = record_digests(file_records(payload))
         return payload
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, *, records: dict[str, str] | None = None) -> None:
         """Write the model to ``path`` (atomically: a failed write leaves no partial file).
 
         Format: ``torch.save`` of ``{"header": JSON string, "state": tensors}``; the header
         holds the format version, library version, model class, configuration and sizes.
         Loading uses ``torch.load(weights_only=True)``, which never executes code.
+        ``records``: further text entries a tool stores in the file under their keys (the
+        CLI's preprocessing, a scikit-learn estimator's scaling), covered by the checksums;
+        :func:`load` ignores them.
         """
         payload = self.file_payload()
+        for key, text in (records or {}).items():
+            if key in payload or not isinstance(text, str):
+                raise ValueError(f"records: {key!r} must be a new key with a text value")
+            payload[key] = text
+            payload["checksums"][key] = digest(text)
         atomic_write(path, lambda fh: torch.save(payload, fh))
-
-
-def _first_sentence(err: BaseException, limit: int, whole: bool = False) -> str:
-    """An exception's text on one line: its first sentence (or all of it), cut at ``limit``."""
-    text = " ".join(str(err).split()) or type(err).__name__
-    if not whole:
-        text = text.split(". ")[0]
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _upgrade_state_v1(state: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
-    """Version-1 tensors in the version-2 layout: ``...Z`` becomes ``...Z_raw`` and every
-    ``input_unit`` buffer is 1 (raw values were then in data units)."""
-    if not isinstance(state, dict):
-        return state
-    out = dict(state)
-    for key, ref in expected.items():
-        if key in out:
-            continue
-        if key.endswith("input_unit"):
-            out[key] = torch.ones_like(ref)
-        elif key.endswith("Z_raw") and key[: -len("_raw")] in out:
-            out[key] = out.pop(key[: -len("_raw")])
-    return out
-
-
-def load(path: str | os.PathLike, device: torch.device | str | None = None) -> GPModel:
-    """Load a model written by :meth:`GPModel.save` (no code from the file is executed)."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no model file at {path}")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001
-        raise ValueError(
-            f"{path} is not a readable latentgp model file (corrupted, truncated, or not a "
-            f"model file): {type(err).__name__}: {_first_sentence(err, 160)}"
-        ) from None
-    if not isinstance(payload, dict) or "header" not in payload or "state" not in payload:
-        raise ValueError(f"{path} is not a latentgp model file (no header)")
-    if not isinstance(payload["state"], dict):
-        raise ValueError(f"{path} is not a latentgp model file (no tensor records)")
-    if "checksums" in payload:  # every record is verified before anything is used
-        verify_records(path, file_records(payload), payload["checksums"])
-    try:
-        header = json.loads(payload["header"])
-    except (TypeError, json.JSONDecodeError):
-        raise ValueError(f"{path} has a corrupted header (not valid JSON)") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a latentgp model file (format {header.get('format')!r})")
-    version = header.get("format_version")
-    if version not in READABLE_FORMAT_VERSIONS:
-        raise ValueError(
-            f"{path} uses model-file format version {version}, but this latentgp reads "
-            f"versions {', '.join(map(str, READABLE_FORMAT_VERSIONS))}"
-        )
-    name = header.get("model")
-    if name not in MODEL_REGISTRY:
-        raise ValueError(f"{path} holds an unknown model class {name!r}")
-    cls = MODEL_REGISTRY[name]
-    try:
-        model = cls.from_config(header["config"], device=device)
-        model._build(**header["build"])
-        state = payload["state"]
-        if version == 1:
-            state = _upgrade_state_v1(state, model.state_dict())
-        model.load_state_dict(cls.upgrade_state(state, model.state_dict()))
-    except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise ValueError(
-            f"{path}: header and tensors do not describe a valid {name}: "
-            f"{_first_sentence(err, 300, whole=True)}"
-        ) from None
-    model.to(device=model.device_)
-    model.eval()
-    return model

@@ -20,7 +20,7 @@ import torch
 from torch.special import log_ndtr
 
 from ..constants import LOG_2PI
-from ..linalg import cholesky, solve_lower
+from ..linalg import cholesky, solve_lower, solve_upper_t
 
 
 def probit_tilted(y: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
@@ -101,6 +101,39 @@ class WhitenedPosterior:
         return (self.R.mT @ self.m_w).square().sum()
 
 
+class OneProcess:
+    """Sums and maxima over "all processes" when there is only this one: the identity.
+    Training passes :class:`latentgp.training.distributed.Reducer` instead (duck-typed:
+    ``world``, ``rank``, ``reduce(t)`` = sum, ``reduce.maximum(t)``)."""
+
+    world = 1
+    rank = 0
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def maximum(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+
+#: the reducer of a run in one process
+ONE_PROCESS = OneProcess()
+
+
+def add_sums(total: tuple | None, part: tuple) -> tuple:
+    """Elementwise sum of two tuples of tensors (``total`` None: ``part``), e.g. the
+    :func:`site_sums` of consecutive chunks of rows."""
+    return part if total is None else tuple(a + b for a, b in zip(total, part, strict=True))
+
+
+def posterior_from_sums(L: torch.Tensor, sums: tuple, reduce=ONE_PROCESS) -> WhitenedPosterior:
+    """``q`` from this process's whitened site sums ``(L'AL, L'c)`` (:func:`site_sums`),
+    summed over processes by ``reduce``."""
+    both = reduce(torch.cat([sums[0].reshape(-1), sums[1]]))
+    M = L.shape[0]
+    return WhitenedPosterior(L, both[: M * M].reshape(M, M), both[M * M :])
+
+
 def site_sums(V: torch.Tensor, nu: torch.Tensor, mu: torch.Tensor):
     """Whitened natural-parameter sums of sites whose ``upsilon = L^{-T} V``.
 
@@ -172,3 +205,92 @@ def log_site_normalisers(
 def damp(new: torch.Tensor, old: torch.Tensor, rho: float, ok: torch.Tensor) -> torch.Tensor:
     """``rho new + (1 - rho) old`` where ``ok``, the old value elsewhere (eq. 25)."""
     return torch.where(ok, rho * new + (1.0 - rho) * old, old)
+
+
+# ------------------------------------------------------------- evidence and gradient --
+def site_terms(post: WhitenedPosterior, V, Po, s, y, nu, mu, same: bool):
+    """Cavities (for the surrogate) and ``log Ztilde_i`` ``(B,)`` of sites ``nu, mu``
+    stored with directions ``Po`` (see :func:`cavity_projection`; ``V`` the current
+    ones, ``s`` the FITC variances, labels ``y`` in {-1, +1}).  A site whose cavity is
+    invalid (only after a skipped update) contributes nothing."""
+    cav = cavity_projection(post, V, Po, nu, mu, same=same)
+    b = 1.0 + s + cav["v"].clamp_min(0.0)
+    log_z, _, _ = probit_tilted(y, cav["a"], b)
+    valid = cav["valid"]
+    lzt = log_site_normalisers(log_z, torch.where(valid, nu, 0.0), mu, cav["c_o"], cav["d_oo"])
+    return cav, torch.where(valid, lzt, 0.0)
+
+
+def global_term(post: WhitenedPosterior) -> torch.Tensor:
+    """``g(theta) - g(theta_prior) = 1/2 log|Sigma| - 1/2 log|K| + 1/2 mu'Sigma^{-1}mu``
+    (with ``sum_i log Ztilde_i``, the EP estimate ``log Z_q``, eq. 28)."""
+    return -0.5 * post.log_det_B() + 0.5 * post.quad_B()
+
+
+def expected_log_prior(L: torch.Tensor, P: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """``E_q[log N(fbar | 0, K)]`` for ``q = N(mu, T T')``, ``L = chol(K)``, from
+    ``P = L^{-1} T`` and ``p = L^{-1} mu``."""
+    M = L.shape[0]
+    return (
+        -0.5 * M * LOG_2PI
+        - L.diagonal().log().sum()
+        - 0.5 * P.square().sum()
+        - 0.5 * p.square().sum()
+    )
+
+
+def surrogate(post, L, Kzx, kxx, y, Po, cav, weight: float, prior_weight: float = 1.0):
+    """``F(xi)`` of notes §1.4 with ``q`` and the cavities frozen (autograd through the
+    kernel blocks ``L = chol(K_zz)``, ``Kzx`` ``(M, B)``, ``kxx`` ``(B,)``): the prior
+    term times ``prior_weight`` plus ``weight`` times the batch's ``sum log Phi``.
+    ``Po``: the sites' stored directions, ``cav``: their :func:`cavity_projection`."""
+    mu_f = post.mean.detach()
+    T = post.sqrt_cov.detach()  # Sigma = T T'
+    G = (T @ post.solve_R(Po)).detach()  # Sigma u_o (M, B)
+    kappa, C = cav["kappa"].detach(), cav["C"].detach()
+    prior = expected_log_prior(L, solve_lower(L, T), solve_lower(L, mu_f[:, None]))
+    if Kzx.shape[-1] == 0:  # an empty part of a minibatch (data-parallel run)
+        return prior_weight * prior
+    V = solve_lower(L, Kzx)
+    U = solve_upper_t(L, V)  # upsilon_i = K^{-1} k_i, (M, B)
+    UG = (U * G).sum(0)
+    a = U.mT @ mu_f + UG * kappa
+    v = (T.mT @ U).square().sum(0) + C * UG.square()
+    b = 1.0 + kxx - V.square().sum(0) + v
+    data = log_ndtr(y * a / torch.sqrt(b.clamp_min(1e-12))).sum()
+    return prior_weight * prior + weight * data
+
+
+def batch_surrogate(post, L, Kzx, kxx, y, nu, mu, prior_weight: float = 1.0):
+    """Batch-scheme ``F(xi)`` (same value and gradient as :func:`surrogate` with the
+    stored directions equal to the current ones) and, from the same forward pass,
+    ``sum_i log Ztilde_i`` of the sites ``nu, mu`` ``(B,)`` of the batch's rows.
+
+    With ``P = L^{-1} T`` and ``p = L^{-1} mu`` (M x M work): ``upsilon_i'mu = V_i'p``
+    and ``T'upsilon_i = P'V_i``; the frozen site direction enters through the detached
+    copy of ``P'V``.  Cost: two O(B M^2) products plus their backward pass.
+    """
+    mu_f = post.mean.detach()
+    T = post.sqrt_cov.detach()
+    P = solve_lower(L, T)
+    p = solve_lower(L, mu_f[:, None])[:, 0]
+    prior = expected_log_prior(L, P, p)
+    if Kzx.shape[-1] == 0:  # an empty part (more processes than rows)
+        return prior_weight * prior, prior.new_zeros(())
+    V = solve_lower(L, Kzx)
+    PV = P.mT @ V  # (M, B): T' upsilon_i(xi)
+    c = V.mT @ p  # upsilon_i(xi)' mu
+    c0, PV0 = c.detach(), PV.detach()
+    d0 = PV0.square().sum(0)
+    one_minus = 1.0 - nu * d0
+    valid = one_minus > 0
+    safe = torch.where(valid, one_minus, torch.ones_like(one_minus))
+    kappa, C = (nu * c0 - mu) / safe, nu / safe
+    UG = (PV * PV0).sum(0)  # upsilon_i(xi)' Sigma upsilon_i(xi_0)
+    a = c + UG * kappa
+    v = PV.square().sum(0) + C * UG.square()
+    b = 1.0 + kxx - V.square().sum(0) + v
+    log_z = log_ndtr(y * a / torch.sqrt(b.clamp_min(1e-12)))
+    F = prior_weight * prior + torch.where(valid, log_z, 0.0).sum()
+    lzt = log_site_normalisers(log_z.detach(), torch.where(valid, nu, 0.0), mu, c0, d0)
+    return F, torch.where(valid, lzt, 0.0).sum()

@@ -34,7 +34,8 @@ class Hyperparameter:
         except AttributeError:
             raise ValueError(f"{name!r}: the model has no module {path!r}") from None
         raw = getattr(module, f"raw_{prop}", None)
-        if not isinstance(raw, torch.nn.Parameter) or not hasattr(type(module), prop):
+        # a Parameter, or the tensor torch.func.functional_call put in its place
+        if not isinstance(raw, torch.Tensor) or not hasattr(type(module), prop):
             raise ValueError(
                 f"{name!r} is not a hyperparameter of this model: {path or 'the model'} has "
                 f"no property {prop!r} backed by a parameter raw_{prop}; known: "

@@ -20,7 +20,7 @@ from ..kernels import Kernel
 from ..likelihoods import Bernoulli, likelihood_from_name
 from ..linalg import cholesky
 from ..variational import predictive_cache
-from .base import GPModel
+from .base import GPModel, init_sample
 from .inducing_inputs import InducingInputs
 
 
@@ -102,17 +102,21 @@ class InducingEPClassifier(InducingInputs, GPModel):
             self.q_sqrt.copy_(L)
 
     def _prepare(self, X: Any, y: Any, seed: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Validate, build and initialise on first use; returns ``X`` and labels in {-1, +1}."""
+        """Validate, build and initialise on first use (kernel and inducing inputs from
+        the seeded sample of :func:`~latentgp.models.base.init_sample`, at most 20,000
+        rows, as from an out-of-core source); returns ``X`` and labels in {-1, +1}."""
         Xt = self._check_X(X)
         yt = self._check_y(y, Xt.shape[0])
         if yt.ndim != 1:
             raise ValueError(f"y must be a 1-D array of 0/1 labels, got shape {tuple(yt.shape)}")
         if not self.built:
-            self._build(Xt.shape[1], 1)
+            self._build_for_data(Xt, yt)
             self._validate_sizes(Xt.shape[0])
             if seed is not None:
                 torch.manual_seed(seed)
-            self._init_from_data(Xt, yt)
+            # from the sample a source initialises from, so that both are the same fit
+            sub = torch.as_tensor(init_sample(Xt.shape[0], seed), device=Xt.device)
+            self._init_from_data(Xt[sub], yt[sub])
             self.to(device=self.device_)
         self._validate_sizes(Xt.shape[0])
         return Xt, 2.0 * yt - 1.0

@@ -28,7 +28,7 @@ from torch import nn
 from ..inducing import INIT_METHODS, check_inducing_init, inducing_inputs_arg, initial_inducing
 from ..linalg import cholesky
 from ..parameters import column_unit
-from ..validation import check_positive_int
+from ..validation import cap_at_rows, check_positive_int
 from ..variational import PredictiveCache, cached_marginals, conditional_covariance
 
 
@@ -87,6 +87,12 @@ class InducingInputs:
                 Z = initial_inducing(X, self.num_inducing, self.inducing_init, kern)
             self._set_input_unit(X)
             self.Z = Z
+
+    def _cap_sizes(self, N: int) -> None:
+        """``num_inducing`` above the ``N`` training rows means all N (a warning says so;
+        :func:`latentgp.validation.cap_at_rows`), unless Z was given."""
+        if getattr(self, "_init_Z", None) is None and self.num_inducing is not None:
+            self.num_inducing = cap_at_rows(self.num_inducing, N, name="num_inducing")
 
     def inducing_config(self) -> dict[str, Any]:
         """The inducing-point arguments as a model file records them."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..options import UNSET, OptionGroup, resolve_group
+from ..options import UNSET, OptionGroup, flat_keyword_table, resolve_groups
 from ..validation import check_choice, check_positive_int
 
 POSTERIORS = {"fg": (1, "full"), "mog1": (1, "diag"), "mog2": (2, "diag")}
@@ -92,6 +92,9 @@ class Posterior(OptionGroup):
     """
 
     argument = "posterior"
+    flat_keywords = {"num_components": "components", "covariance": "covariance",
+                     "parameterization": "parameterization", "whiten": "whiten",
+                     "init_cov_scale": "init_cov_scale"}
     written_as = "lg.SAVIGP.Posterior"
     shorthand_fields = ("components", "covariance")
 
@@ -142,6 +145,8 @@ class Estimator(OptionGroup):
     """
 
     argument = "estimator"
+    flat_keywords = {"num_samples": "num_samples", "control_variates": "control_variates",
+                     "pred_samples": "pred_samples"}
     written_as = "lg.SAVIGP.Estimator"
     shorthand_fields = ("method",)
 
@@ -181,6 +186,7 @@ class Prior(OptionGroup):
     """
 
     argument = "prior"
+    flat_keywords = {"prior_mean": "mean", "prior_variance": "variance"}
     written_as = "lg.SAVIGP.Prior"
 
     mean: tuple[float, ...] | None = None
@@ -197,40 +203,17 @@ class Prior(OptionGroup):
 
 
 #: The options' groups, by the constructor argument that takes each.
-GROUPS: dict[str, type[OptionGroup]] = {
-    "posterior": Posterior,
-    "estimator": Estimator,
-    "prior": Prior,
-}
+GROUPS: dict[str, type[OptionGroup]] = {cls.argument: cls for cls in (Posterior, Estimator, Prior)}
 
 #: The deprecated flat keywords: ``{keyword: (group argument, field)}``.
-FLAT_KEYWORDS: dict[str, tuple[str, str]] = {
-    "num_components": ("posterior", "components"),
-    "covariance": ("posterior", "covariance"),
-    "parameterization": ("posterior", "parameterization"),
-    "whiten": ("posterior", "whiten"),
-    "init_cov_scale": ("posterior", "init_cov_scale"),
-    "num_samples": ("estimator", "num_samples"),
-    "control_variates": ("estimator", "control_variates"),
-    "pred_samples": ("estimator", "pred_samples"),
-    "prior_mean": ("prior", "mean"),
-    "prior_variance": ("prior", "variance"),
-}
+FLAT_KEYWORDS = flat_keyword_table(GROUPS.values())
 
 
 def resolve_options(given: dict[str, Any], flat: dict[str, Any], *, model: str) -> dict[str, Any]:
     """The groups ``{argument: group}`` from the group arguments ``given`` (each a group, a
     shorthand, a dict or None) and the deprecated flat keywords ``flat`` that were passed
     (each warns, see :func:`~latentgp.options.resolve_group`)."""
-    out = {}
-    for argument, cls in GROUPS.items():
-        fields = {
-            keyword: (field, flat.get(keyword, UNSET))
-            for keyword, (arg, field) in FLAT_KEYWORDS.items()
-            if arg == argument
-        }
-        out[argument] = resolve_group(cls, given.get(argument), fields, model=model)
-    return out
+    return resolve_groups(GROUPS, FLAT_KEYWORDS, given, flat, model=model)
 
 
 def grouped_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,9 @@ Training schemes (``scheme=``):
 
 - ``"batch"``: every sweep updates all sites (damping 0.5), then one step of the
   sign-adaptive rule of the seed (per-parameter rate x1.02 / x0.5) or Adam/ADADELTA.
-  Memory: the sites' ``nu, mu`` (2N numbers) and O(N M) transient work.  With
+  Memory: the sites' ``nu, mu`` (2N numbers) and O(rows M) transient work for one chunk
+  of rows at a time (:meth:`SEP.sweep_chunk_rows`); from an out-of-core source the
+  inputs are read a chunk at a time and never all held.  With
   ``fit(..., process_group=g)`` each ``torch.distributed`` process passes its own shard:
   site sums, ``log Z`` and gradients are all-reduced (see
   :func:`latentgp.training.tasks.distributed_sweep`).
@@ -51,44 +53,30 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import numpy as np
 import torch
-from torch.special import log_ndtr
 
 from ..linalg import solve_lower, solve_upper_t
 from ..rng import seeded_scope
-from ..validation import keyword_only_after_first
+from ..validation import check_positive_int, keyword_only_after_first
 from .base import register_model
 from .ep_sites import (
-    LOG_2PI,
+    ONE_PROCESS,
     WhitenedPosterior,
+    add_sums,
+    batch_surrogate,
     cavity_projection,
     damp,
-    log_site_normalisers,
+    global_term,
+    posterior_from_sums,
     probit_site_update,
-    probit_tilted,
     site_sums,
+    site_terms,
+    surrogate,
 )
 from .inducing_ep import LEGACY_ARGUMENT_TAIL, InducingEPClassifier, check_damping
 
 SCHEMES = ("batch", "stochastic")
-
-
-class _OneProcess:
-    """Sums and maxima over "all processes" when there is only this one: the identity.
-    Training passes :class:`latentgp.training.distributed.Reducer` instead (duck-typed:
-    ``world``, ``rank``, ``reduce(t)`` = sum, ``reduce.maximum(t)``)."""
-
-    world = 1
-    rank = 0
-
-    def __call__(self, t: torch.Tensor) -> torch.Tensor:
-        return t
-
-    def maximum(self, t: torch.Tensor) -> torch.Tensor:
-        return t
-
-
-_ONE_PROCESS = _OneProcess()
 
 
 @register_model
@@ -144,6 +132,9 @@ class SEP(InducingEPClassifier):
       for runs that must match a single-process run exactly.
 
     """
+
+    #: SEP's site updates and sign-adaptive steps are the method's own (no MAP term)
+    supports_hyperpriors = False
 
     @keyword_only_after_first(legacy=("kernel", "Z", "scheme", "damping", *LEGACY_ARGUMENT_TAIL))
     def __init__(
@@ -209,6 +200,27 @@ class SEP(InducingEPClassifier):
         with seeded_scope(seed, [self.device_]):
             return self._prepare_sites(X, y, seed)
 
+    def prepare_source(self, source: Any, *, seed: int | None = None) -> tuple[Any, torch.Tensor]:
+        """:meth:`prepare_training` for an out-of-core source
+        (``latentgp.datasets.ShardedArrays``, ``CSVSource``): builds and initialises on
+        first use from the seeded sample of :func:`~latentgp.models.base.init_sample`
+        (at most 20,000 rows: the sample an in-memory fit initialises from too, so that
+        both are the same fit), reads and checks the labels a chunk at a time
+        (:meth:`sweep_chunk_rows`), and creates the N sites.  Returns a lazy view of the
+        inputs ``(N, D)`` (rows are read when indexed, never all at once) and the labels
+        in {-1, +1} ``(N,)``."""
+        N = self.check_source(source)
+        with seeded_scope(seed, [self.device_]):
+            self._init_from_source(source, seed)
+        ys = []
+        step = self.sweep_chunk_rows()
+        for a in range(0, N, step):
+            _, yc = source.rows(np.arange(a, min(N, a + step)))
+            ys.append(self._check_y(yc, len(yc)))
+        ypm = 2.0 * torch.cat(ys) - 1.0
+        self._ensure_sites(N)
+        return source.lazy_arrays(self.dtype_, self.device_)[0], ypm
+
     def training_state(self) -> dict[str, Any]:
         """What a checkpoint holds of the model: parameters, sites, running sums, counters."""
         return {
@@ -227,9 +239,36 @@ class SEP(InducingEPClassifier):
     def _prepare_sites(self, X: Any, y: Any, seed: int | None = None):
         """Validated inputs ``(N, D)`` and labels in {-1, +1} ``(N,)``; sites exist for N."""
         Xt, ypm = self._prepare(X, y, seed)
-        if self.site_nu is None or self.site_nu.shape[0] != Xt.shape[0]:
-            self.reset_sites(Xt.shape[0])
+        self._ensure_sites(Xt.shape[0])
         return Xt, ypm
+
+    def _ensure_sites(self, N: int) -> None:
+        if self.site_nu is None or self.site_nu.shape[0] != N:
+            self.reset_sites(N)
+
+    #: Rows per chunk of the batch scheme's passes over the data (None: the one chunk
+    #: size rule, :meth:`sweep_chunk_rows`).  The ``(M, rows)`` blocks and the
+    #: surrogate's autograd graph exist for one chunk at a time, so a sweep's memory is
+    #: the O(N) sites plus O(rows M), whatever N; from an out-of-core source the rows
+    #: are read a chunk at a time and never all held.  An in-memory fit chunks alike,
+    #: so both are equal exactly; sums over chunks equal one pass up to round-off.
+    chunk_rows: int | None = None
+
+    def sweep_chunk_rows(self) -> int:
+        """Rows per chunk of a sweep: :attr:`chunk_rows` when set, else the prediction
+        chunk of :func:`latentgp.models.predict.rows_per_chunk` (``config.chunk_size``
+        if set, else about 2^20 entries of the ``(rows, M)`` block, clipped to
+        [256, 65536] rows)."""
+        if self.chunk_rows is not None:
+            check_positive_int(self.chunk_rows, "chunk_rows")
+        return self.prediction_chunk_rows(self.chunk_rows)
+
+    def _chunks(self, X: Any, rows: torch.Tensor | None):
+        """The site positions of consecutive chunks of the rows of ``X``: slices, or
+        pieces of ``rows`` when only these are used (at least one chunk, maybe empty)."""
+        step, n = self.sweep_chunk_rows(), X.shape[0] if rows is None else rows.numel()
+        for a in range(0, max(n, 1), step):
+            yield slice(a, a + step) if rows is None else rows[a : a + step]
 
     def _blocks(self, X: torch.Tensor, L: torch.Tensor):
         """``V = L^{-1} K_zx`` (M, B) and the FITC variances ``s`` (B,)."""
@@ -241,59 +280,63 @@ class SEP(InducingEPClassifier):
         self.site_updates_ += int(ok.numel())
         self.skipped_updates_ += int((~ok).sum())
 
-    def _batch_posterior(self, L, V, reduce: Any, nu=None, mu=None) -> WhitenedPosterior:
-        nu = self.site_nu if nu is None else nu
-        mu = self.site_mu if mu is None else mu
-        LtAL, h = site_sums(V, nu, mu)
-        both = reduce(torch.cat([LtAL.reshape(-1), h]))
-        M = L.shape[0]
-        return WhitenedPosterior(L, both[: M * M].reshape(M, M), both[M * M :])
+    def _site_posterior(self, L, X, rows, reduce: Any) -> WhitenedPosterior:
+        """q from the current sites of the rows of ``X`` (``rows``: only these), their
+        sums taken chunk by chunk (:attr:`chunk_rows`) and over processes."""
+        sums = None
+        for sel in self._chunks(X, rows):
+            V, _ = self._blocks(X[sel], L)
+            sums = add_sums(sums, site_sums(V, self.site_nu[sel], self.site_mu[sel]))
+        return posterior_from_sums(L, sums, reduce)
 
     @torch.no_grad()
     def sweep(
         self,
-        X: torch.Tensor,
+        X: Any,
         ypm: torch.Tensor,
         reduce: Any = None,
         rows: torch.Tensor | None = None,
-    ):
+    ) -> WhitenedPosterior:
         """One parallel, damped update of all sites of ``X`` (batch scheme, eqs. 14-25).
 
-        ``rows``: ``X`` holds only these rows of the training data (this process's part in
-        a data-parallel run whose every process stores all N sites); the new sites of all
-        parts are then combined by ``reduce`` so that every process holds all of them.
-        Returns ``(L, V, s, q)`` with ``q`` rebuilt from the new sites.
+        ``X`` ``(N, D)``: a tensor or a lazy view of a source's rows (read
+        :meth:`sweep_chunk_rows` at a time).  ``rows``: update only these rows (this process's
+        part in a data-parallel run whose every process stores all N sites); the new
+        sites of all parts are then combined by ``reduce`` so that every process holds
+        all of them.  Returns ``q`` (:class:`~.ep_sites.WhitenedPosterior`) rebuilt from
+        the new sites.
         """
-        reduce = reduce or _ONE_PROCESS
-        nu0 = self.site_nu if rows is None else self.site_nu[rows]
-        mu0 = self.site_mu if rows is None else self.site_mu[rows]
+        reduce = reduce or ONE_PROCESS
         L = self.prior_factor()
-        V, s = self._blocks(X, L)
-        post = self._batch_posterior(L, V, reduce, nu0, mu0)
-        cav = cavity_projection(post, V, V, nu0, mu0, same=True)
-        nu_new, mu_new, _, ok = probit_site_update(ypm, cav["a"], cav["v"], s)
-        ok = ok & cav["valid"]
-        rho = self.rho
-        nu1 = damp(nu_new, nu0, rho, ok)
-        mu1 = damp(mu_new, mu0, rho, ok)
+        post = self._site_posterior(L, X, rows, reduce)
+        nu0, mu0, rho = self.site_nu, self.site_mu, self.rho
+        new, sums = [], None
+        for sel in self._chunks(X, rows):
+            V, s = self._blocks(X[sel], L)
+            cav = cavity_projection(post, V, V, nu0[sel], mu0[sel], same=True)
+            nu_new, mu_new, _, ok = probit_site_update(ypm[sel], cav["a"], cav["v"], s)
+            ok = ok & cav["valid"]
+            nu1, mu1 = damp(nu_new, nu0[sel], rho, ok), damp(mu_new, mu0[sel], rho, ok)
+            sums = add_sums(sums, site_sums(V, nu1, mu1))
+            new.append((nu1, mu1, ok))
+        nu1, mu1, ok = (torch.cat(t) for t in zip(*new, strict=True))
         if rows is None:
             self._count(ok)
             self.site_nu, self.site_mu = nu1, mu1
         else:
             self._share_sites(None, rows, nu1, mu1, None, ok, reduce)
-        return L, V, s, self._batch_posterior(L, V, reduce, nu1, mu1)
+        return posterior_from_sums(L, sums, reduce)
 
     def sweep_evidence(
-        self, X: torch.Tensor, ypm: torch.Tensor, reduce: Any = None
+        self, X: Any, ypm: torch.Tensor, reduce: Any = None
     ) -> tuple[float, torch.Tensor, torch.Tensor]:
         """One :meth:`sweep` of the sites of ``X`` ``(N, D)`` (labels ``ypm`` in {-1, +1})
         and the EP estimate ``log Z_q`` after it (summed over processes by ``reduce``);
         sets ``q`` and returns ``(log Z_q, mean (M,), covariance (M, M))``."""
-        reduce = reduce or _ONE_PROCESS
-        _, V, s, post = self.sweep(X, ypm, reduce)
+        reduce = reduce or ONE_PROCESS
+        post = self.sweep(X, ypm, reduce)
         with torch.no_grad():
-            _, lzt = self._site_terms(post, V, V, s, ypm, self.site_nu, self.site_mu, True)
-            value = float(self._global_term(post) + reduce(lzt.sum()))
+            value = float(global_term(post) + reduce(self._site_term_sum(post, X, ypm)))
             T = post.sqrt_cov
         self._set_q(post.mean, T)
         return value, post.mean, T @ T.mT
@@ -335,78 +378,45 @@ class SEP(InducingEPClassifier):
         return None if extra is None else tot[o + 2 :].view_as(extra).clone()
 
     # ------------------------------------------------------------------- evidence --
-    def _site_terms(self, post, V, Po, s, ypm, nu, mu, same):
-        """Cavities (for the surrogate) and ``sum_i log Ztilde_i`` of the given sites."""
-        cav = cavity_projection(post, V, Po, nu, mu, same=same)
-        b = 1.0 + s + cav["v"].clamp_min(0.0)
-        log_z, _, _ = probit_tilted(ypm, cav["a"], b)
-        d = cav["d_oo"]
-        valid = cav["valid"]
-        lzt = log_site_normalisers(log_z, torch.where(valid, nu, 0.0), mu, cav["c_o"], d)
-        # a site whose cavity is invalid (only after a skipped update) contributes nothing
-        return cav, torch.where(valid, lzt, 0.0)
+    def _site_term_sum(self, post: WhitenedPosterior, X: Any, ypm: torch.Tensor):
+        """``sum_i log Ztilde_i`` of the current sites of all rows of ``X`` (by chunks)."""
+        total = None
+        for sel in self._chunks(X, None):
+            V, s = self._blocks(X[sel], post.L)
+            nu, mu = self.site_nu[sel], self.site_mu[sel]
+            lzt = site_terms(post, V, V, s, ypm[sel], nu, mu, True)[1].sum()
+            total = lzt if total is None else total + lzt
+        return total
 
-    @staticmethod
-    def _global_term(post: WhitenedPosterior) -> torch.Tensor:
-        """``g(theta) - g(theta_prior) = 1/2 log|Sigma| - 1/2 log|K| + 1/2 mu'Sigma^{-1}mu``."""
-        return -0.5 * post.log_det_B() + 0.5 * post.quad_B()
+    def _kernel_blocks(self, X: torch.Tensor, L: torch.Tensor):
+        """``K_zx`` ``(M, B)`` and ``diag K_xx`` ``(B,)`` with autograd (empty for no rows)."""
+        if X.shape[0] == 0:  # an empty part (more processes than rows)
+            return L.new_zeros(L.shape[0], 0), L.new_zeros(0)
+        return self.kernel(self.Z, X), self.kernel.diag(X)
 
-    def _surrogate(self, X, ypm, post, Po, cav, weight: float, prior_weight: float = 1.0):
-        """``F(xi)`` of notes §1.4 with q and the cavities frozen (autograd through xi)."""
-        mu_f = post.mean.detach()
-        T = post.sqrt_cov.detach()  # Sigma = T T'
-        G = (T @ post.solve_R(Po)).detach()  # Sigma u_o (M, B)
-        kappa, C = cav["kappa"].detach(), cav["C"].detach()
-        L = self.prior_factor()
-        M = L.shape[0]
-        prior = (
-            -0.5 * M * LOG_2PI
-            - L.diagonal().log().sum()
-            - 0.5 * solve_lower(L, T).square().sum()
-            - 0.5 * solve_lower(L, mu_f[:, None]).square().sum()
-        )
-        if X.shape[0] == 0:  # an empty part of a minibatch (data-parallel run)
-            return prior_weight * prior
-        V = solve_lower(L, self.kernel(self.Z, X))
-        U = solve_upper_t(L, V)  # upsilon_i = K^{-1} k_i, (M, B)
-        UG = (U * G).sum(0)
-        a = U.mT @ mu_f + UG * kappa
-        v = (T.mT @ U).square().sum(0) + C * UG.square()
-        b = 1.0 + self.kernel.diag(X) - V.square().sum(0) + v
-        data = log_ndtr(ypm * a / torch.sqrt(b.clamp_min(1e-12))).sum()
-        return prior_weight * prior + weight * data
+    def _evidence_posterior(self, X: Any, y: Any):
+        """Checked ``X``, labels in {-1, +1} and ``q`` of the current sites of ``X``."""
+        self._require_built()
+        Xt, ypm = self._prepare(X, y, None)
+        self._check_sites(Xt.shape[0])
+        with torch.no_grad():
+            post = self._site_posterior(self.prior_factor(), Xt, None, ONE_PROCESS)
+        return Xt, ypm, post
 
     def log_evidence(self, X: Any, y: Any) -> float:
         """The EP estimate ``log Z_q`` (eq. 28, corrected eq. 29) for the current sites and
         hyperparameters, using all of ``X`` (O(N M^2)); sites must belong to ``X``."""
-        self._require_built()
-        Xt, ypm = self._prepare(X, y, None)
-        self._check_sites(Xt.shape[0])
+        Xt, ypm, post = self._evidence_posterior(X, y)
         with torch.no_grad():
-            L = self.prior_factor()
-            V, s = self._blocks(Xt, L)
-            post = self._batch_posterior(L, V, _ONE_PROCESS)
-            _, lzt = self._site_terms(post, V, V, s, ypm, self.site_nu, self.site_mu, True)
-            return float(self._global_term(post) + lzt.sum())
+            return float(global_term(post) + self._site_term_sum(post, Xt, ypm))
 
     def log_evidence_grad(self, X: Any, y: Any) -> dict[str, torch.Tensor]:
         """Gradient of ``log Z_q`` w.r.t. every trainable parameter by eq. 4 (sites fixed;
         exact at an EP fixed point).  Returns ``{name: grad}``."""
-        self._require_built()
-        Xt, ypm = self._prepare(X, y, None)
-        self._check_sites(Xt.shape[0])
-        with torch.no_grad():
-            L = self.prior_factor()
-            V, _ = self._blocks(Xt, L)
-            post = self._batch_posterior(L, V, _ONE_PROCESS)
-            cav = cavity_projection(post, V, V, self.site_nu, self.site_mu, same=True)
-        F = self._surrogate(Xt, ypm, post, V, cav, 1.0)
+        Xt, ypm, post = self._evidence_posterior(X, y)
         named = [(n, p) for n, p in self.named_parameters() if p.requires_grad]
-        grads = torch.autograd.grad(F, [p for _, p in named], allow_unused=True)
-        return {
-            n: (torch.zeros_like(p) if g is None else g)
-            for (n, p), g in zip(named, grads, strict=True)
-        }
+        grads, _ = self._surrogate_grads(Xt, ypm, post, None, [p for _, p in named], 1.0, -1.0)
+        return {n: g for (n, _), g in zip(named, grads, strict=True)}
 
     def converge_sites(self, X: Any, y: Any, max_sweeps: int = 500, tol: float = 1e-10) -> int:
         """Run parallel damped EP sweeps at fixed hyperparameters until the largest site
@@ -415,7 +425,7 @@ class SEP(InducingEPClassifier):
         self._check_sites(Xt.shape[0])
         for it in range(1, max_sweeps + 1):  # noqa: B007 - returned below
             old_nu, old_mu = self.site_nu.clone(), self.site_mu.clone()
-            _, _, _, post = self.sweep(Xt, ypm)
+            post = self.sweep(Xt, ypm)
             change = max(
                 float((self.site_nu - old_nu).abs().max()),
                 float((self.site_mu - old_mu).abs().max()),
@@ -443,58 +453,38 @@ class SEP(InducingEPClassifier):
             "max_steps": 1000,
         }
 
-    def _grad_step(self, F: torch.Tensor, opt, params, scale: float, reduce: Any) -> bool:
+    @staticmethod
+    def _grads(F: torch.Tensor, params, scale: float) -> list[torch.Tensor]:
+        """The gradient of ``-F * scale`` w.r.t. ``params`` (zeros where unused)."""
         grads = torch.autograd.grad(-F * scale, params, allow_unused=True)
+        return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
+
+    def _surrogate_grads(self, X, ypm, post, rows, params, prior_weight: float, scale: float):
+        """:meth:`_grads` of the batch-scheme ``F`` of the rows of ``X`` (``rows``: only
+        these) and ``sum_i log Ztilde_i`` of their sites, accumulated chunk by chunk: one
+        chunk's autograd graph at a time.  The prior term enters with the first chunk."""
+        grads = lzt = None
+        for sel in self._chunks(X, rows):
+            L = self.prior_factor()
+            Kzx, kxx = self._kernel_blocks(X[sel], L)
+            nu, mu = self.site_nu[sel], self.site_mu[sel]
+            weight = prior_weight if lzt is None else 0.0
+            F, part = batch_surrogate(post, L, Kzx, kxx, ypm[sel], nu, mu, weight)
+            g = self._grads(F, params, scale)
+            grads = g if grads is None else [a + b for a, b in zip(grads, g, strict=True)]
+            lzt = part if lzt is None else lzt + part
+        return grads, lzt
+
+    def _apply_grads(self, grads, opt, params, reduce: Any) -> bool:
+        """Sum ``grads`` over processes and step ``opt``; False (no step) if not finite."""
         ok = True
         for p, g in zip(params, grads, strict=True):
-            g = torch.zeros_like(p) if g is None else g
             g = reduce(g)
             ok = ok and bool(torch.isfinite(g).all())
             p.grad = g
         if ok:
             opt.step()
         return ok
-
-    def _batch_surrogate(
-        self, X, ypm, post: WhitenedPosterior, prior_weight: float = 1.0, nu=None, mu=None
-    ):
-        """Batch-scheme ``F(xi)`` (same value and gradient as :meth:`_surrogate` with
-        ``Po = V``) and, from the same forward pass, ``sum_i log Ztilde_i`` at ``xi``
-        (``nu, mu``: the sites of the rows of ``X``; default all sites).
-
-        With ``P = L^{-1} T`` and ``p = L^{-1} mu`` (M x M work): ``upsilon_i'mu = V_i'p``
-        and ``T'upsilon_i = P'V_i``; the frozen site direction enters through the detached
-        copy of ``P'V``.  Cost: two O(N M^2) products plus their backward pass.
-        """
-        mu_f = post.mean.detach()
-        T = post.sqrt_cov.detach()
-        L = self.prior_factor()
-        M = L.shape[0]
-        P = solve_lower(L, T)
-        p = solve_lower(L, mu_f[:, None])[:, 0]
-        prior = -0.5 * M * LOG_2PI - L.diagonal().log().sum() - 0.5 * P.square().sum()
-        prior = prior - 0.5 * p.square().sum()
-        if X.shape[0] == 0:  # an empty part (more processes than rows)
-            return prior_weight * prior, prior.new_zeros(())
-        V = solve_lower(L, self.kernel(self.Z, X))
-        PV = P.mT @ V  # (M, N): T' upsilon_i(xi)
-        c = V.mT @ p  # upsilon_i(xi)' mu
-        c0, PV0 = c.detach(), PV.detach()
-        d0 = PV0.square().sum(0)
-        nu = self.site_nu if nu is None else nu
-        mu = self.site_mu if mu is None else mu
-        one_minus = 1.0 - nu * d0
-        valid = one_minus > 0
-        safe = torch.where(valid, one_minus, torch.ones_like(one_minus))
-        kappa, C = (nu * c0 - mu) / safe, nu / safe
-        UG = (PV * PV0).sum(0)  # upsilon_i(xi)' Sigma upsilon_i(xi_0)
-        a = c + UG * kappa
-        v = PV.square().sum(0) + C * UG.square()
-        b = 1.0 + self.kernel.diag(X) - V.square().sum(0) + v
-        log_z = log_ndtr(ypm * a / torch.sqrt(b.clamp_min(1e-12)))
-        F = prior_weight * prior + torch.where(valid, log_z, 0.0).sum()
-        lzt = log_site_normalisers(log_z.detach(), torch.where(valid, nu, 0.0), mu, c0, d0)
-        return F, torch.where(valid, lzt, 0.0).sum()
 
     def batch_step(
         self,
@@ -508,7 +498,9 @@ class SEP(InducingEPClassifier):
     ) -> float:
         """Sweep + one hyperparameter step; returns the EP estimate ``log Z_q``.
 
-        ``X`` ``(N, D)``, labels ``ypm`` in {-1, +1} ``(N,)``; ``opt`` steps ``params``
+        ``X`` ``(N, D)`` (a tensor or a lazy view of a source's rows: the sweep and the
+        gradient read :meth:`sweep_chunk_rows` rows at a time), labels ``ypm`` in {-1, +1}
+        ``(N,)``; ``opt`` steps ``params``
         on the gradient of ``-F / N_total`` (``N_total``: data points over all
         processes); ``reduce``: sums over processes
         (:class:`latentgp.training.distributed.Reducer`; None: one process).  ``rows``:
@@ -517,15 +509,14 @@ class SEP(InducingEPClassifier):
         process group, this process's shard).  ``FloatingPointError`` for a non-finite
         gradient (nothing is stepped then).
         """
-        reduce = reduce or _ONE_PROCESS
-        Xp, yp = (X, ypm) if rows is None else (X[rows], ypm[rows])
-        _, _, _, post = self.sweep(Xp, yp, reduce, rows)
+        reduce = reduce or ONE_PROCESS
+        post = self.sweep(X, ypm, reduce, rows)
         self._set_q(post.mean, post.sqrt_cov)
-        nu = self.site_nu if rows is None else self.site_nu[rows]
-        mu = self.site_mu if rows is None else self.site_mu[rows]
-        F, lzt = self._batch_surrogate(Xp, yp, post, 1.0 / reduce.world, nu, mu)
-        value = float(self._global_term(post) + reduce(lzt))
-        if not self._grad_step(F, opt, params, 1.0 / N_total, reduce):
+        grads, lzt = self._surrogate_grads(
+            X, ypm, post, rows, params, 1.0 / reduce.world, 1.0 / N_total
+        )
+        value = float(global_term(post) + reduce(lzt))
+        if not self._apply_grads(grads, opt, params, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
 
@@ -545,7 +536,7 @@ class SEP(InducingEPClassifier):
         ``reduce`` each process refines its part of the batch; the changes of ``A, c`` and
         the new sites are summed over processes, which is the one-process step exactly
         (the sites of a minibatch are updated in parallel against the same ``q``)."""
-        reduce = reduce or _ONE_PROCESS
+        reduce = reduce or ONE_PROCESS
         B = idx.shape[0]
         W = reduce.world
         pos = torch.tensor_split(torch.arange(B, device=idx.device), W)[reduce.rank]
@@ -554,7 +545,7 @@ class SEP(InducingEPClassifier):
             L = self.prior_factor()
             Xb, yb = X[sub], ypm[sub]
             V, s = self._blocks(Xb, L)
-            post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
+            post = self._running_posterior(L)
             U_old = self.site_upsilon[sub].mT  # (M, b)
             nu_old, mu_old = self.site_nu[sub], self.site_mu[sub]
             cav = cavity_projection(post, V, L.mT @ U_old, nu_old, mu_old)
@@ -580,31 +571,33 @@ class SEP(InducingEPClassifier):
                 c = self.c + both[M * M :]
             self.A = 0.5 * (A + A.mT)
             self.c = c
-            post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
+            post = self._running_posterior(L)
             Po = L.mT @ U_new
-            cav, lzt = self._site_terms(post, V, Po, s, yb, nu_d, mu_d, False)
-            value = float(self._global_term(post) + (N / B) * reduce(lzt.sum()))
+            cav, lzt = site_terms(post, V, Po, s, yb, nu_d, mu_d, False)
+            value = float(global_term(post) + (N / B) * reduce(lzt.sum()))
         self._set_q(post.mean, post.sqrt_cov)
-        F = self._surrogate(Xb, yb, post, Po, cav, N / B, prior_weight=1.0 / W)
-        if not self._grad_step(F, opt, params, 1.0 / N, reduce):
+        L = self.prior_factor()
+        Kzx, kxx = self._kernel_blocks(Xb, L)
+        F = surrogate(post, L, Kzx, kxx, yb, Po, cav, N / B, prior_weight=1.0 / W)
+        if not self._apply_grads(self._grads(F, params, 1.0 / N), opt, params, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
 
+    def _running_posterior(self, L: torch.Tensor) -> WhitenedPosterior:
+        """q from the running sums ``A, c`` (stochastic scheme)."""
+        return WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
+
     @torch.no_grad()
-    def finish_training(self, X: torch.Tensor, reduce: Any = None, rows=None) -> None:
+    def finish_training(self, X: Any, reduce: Any = None, rows=None) -> None:
         """Set ``q`` from the final sites (after the last hyperparameter step): from the
         sites of ``X`` (batch scheme; ``rows``: this process's rows) or from the running
         sums ``A, c`` (stochastic scheme)."""
-        reduce = reduce or _ONE_PROCESS
+        reduce = reduce or ONE_PROCESS
         L = self.prior_factor()
         if self.scheme == "batch":
-            Xp = X if rows is None else X[rows]
-            nu = self.site_nu if rows is None else self.site_nu[rows]
-            mu = self.site_mu if rows is None else self.site_mu[rows]
-            V, _ = self._blocks(Xp, L)
-            post = self._batch_posterior(L, V, reduce, nu, mu)
+            post = self._site_posterior(L, X, rows, reduce)
         else:
-            post = WhitenedPosterior(L, L.mT @ self.A @ L, L.mT @ self.c)
+            post = self._running_posterior(L)
         self._set_q(post.mean, post.sqrt_cov)
 
     _SITE_STATE = ("site_nu", "site_mu", "site_upsilon", "A", "c")

@@ -11,14 +11,16 @@ from . import distributed, optim, tasks
 from .checkpoint import load_checkpoint, save_checkpoint
 from .early_stopping import EarlyStopping
 from .fit import OPTIMIZERS, GradientTask, fit
-from .loop import FitHistory, Sampler, StepTask, TrainingWarning, run_loop
+from .loop import FitHistory, RestoringTask, Sampler, StepTask, TrainingWarning, run_loop
 from .optim import SignAdaptive, SparseRowOptimizer, make_optimizer
 from .progress import ProgressBar
+from .restarts import fit_with_restarts
 from .tasks import QSGPTask, SEPTask, distributed_sweep
 
 set_fit_engine(fit)
 
 __all__ = [
+    "fit_with_restarts",
     "distributed",
     "optim",
     "tasks",
@@ -29,6 +31,7 @@ __all__ = [
     "make_optimizer",
     "run_loop",
     "StepTask",
+    "RestoringTask",
     "GradientTask",
     "SEPTask",
     "QSGPTask",

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..io import atomic_write, record_digests, verify_records
+from ..io import atomic_write, check_record_sizes, record_digests, verify_records
 
 FORMAT = "latentgp-checkpoint"
 VERSION = 1
@@ -52,6 +52,9 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             f"checkpoint {path} has no checksums (written by an older latentgp or altered); "
             "delete it to start afresh"
         )
+    # tensors dense and within the file, nesting bounded: hashing then allocates nothing
+    check_record_sizes(f"checkpoint {path}", {**state, "checksums": manifest},
+                       os.path.getsize(path))  # fmt: skip
     verify_records(f"checkpoint {path}", state, manifest)
     if state.get("version") != VERSION:
         raise ValueError(

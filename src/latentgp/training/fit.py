@@ -26,28 +26,24 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..io import WriteError, check_writable
 from ..linalg import CholeskyError, JitterWarning
 from ..models.base import GPModel
 from ..rng import seeded_scope
-from ..validation import check_positive_int
+from ..validation import cap_at_rows, check_positive_int
 from . import distributed as D
 from .loop import (
     FitHistory,
+    RestoringTask,
     Sampler,
-    StepTask,
     TrainingWarning,
-    lower_learning_rate,
-    plan_fingerprint,
     run_loop,
-    total_steps,
 )
 from .natural import make_natural_adam
 from .optim import OPTIMIZERS, check_optimizer_kwargs, make_optimizer
-from .tasks import FitData, FitOptions, FitPlan, plan_builder, register_plan
+from .tasks import FitData, FitOptions, FitPlan, make_plan, plan_builder, read_rows, register_plan
 
 __all__ = [
     "OPTIMIZERS",
@@ -71,7 +67,7 @@ def _grads_finite(params: Sequence[torch.Tensor]) -> bool:
     return total is None or bool(torch.isfinite(total))
 
 
-class GradientTask(StepTask):
+class GradientTask(RestoringTask):
     """A step of ``optimizer`` on ``-model.objective(batch) / N`` (data-parallel over the
     parts of the global batch when a process group is active)."""
 
@@ -96,7 +92,6 @@ class GradientTask(StepTask):
         self.N = X.shape[0]
         self.reduce = D.Reducer()
         self.W = self.reduce.world
-        self.snapshot = None
         # L-BFGS (full batch): the objective and gradient at the point where the last line
         # search stopped.  torch's LBFGS.step starts by evaluating the closure at the
         # current parameters, which is that same point, so with one iteration per step
@@ -182,21 +177,12 @@ class GradientTask(StepTask):
                 self.model.apply_bounds()
         return value, ok
 
-    def take_snapshot(self) -> None:
-        self.snapshot = copy.deepcopy(self.model.state_dict())
+    def snapshot_state(self) -> dict[str, Any]:
+        return copy.deepcopy(self.model.state_dict())
 
-    def recover(self, step: int) -> str:
+    def restore_state(self, snapshot: dict[str, Any]) -> None:
         self._memo = None
-        self.model.load_state_dict(self.snapshot)
-        return lower_learning_rate(self.opt, step, "objective or gradient", "parameters")
-
-    def give_up(self, failures: int) -> str:
-        return (
-            f"training failed {failures} times in a row with a non-finite "
-            "objective or gradient even after lowering the learning rate; the "
-            "last good parameters were restored. Check the data scale and the "
-            "initial hyperparameters."
-        )
+        self.model.load_state_dict(snapshot)
 
     def state_dict(self) -> dict[str, Any]:
         return {"model": self.model.state_dict(), "optimizer": self.opt.state_dict()}
@@ -230,19 +216,12 @@ class JitterLog:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def _read_source(model: Any, source: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """All rows of an out-of-core source, validated (for plans that do not stream)."""
-    N = int(source.num_rows)
-    X, y = source.rows(np.arange(N))
-    return model.check_training_data(X, y)
-
-
 def _resolve_data(model: Any, X: Any, y: Any, streams: bool) -> FitData:
     if y is None and hasattr(X, "lazy_arrays"):
         N = model.check_source(X)  # out-of-core rows (latentgp.datasets.ShardedArrays)
         if streams:
             return FitData(None, None, X, N)
-        Xt, yt = _read_source(model, X)
+        Xt, yt = read_rows(model, X)
         return FitData(Xt, yt, None, N)
     if y is None:
         raise ValueError("y is missing: fit(X, y), or fit(source) for out-of-core data")
@@ -254,9 +233,7 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
     batch_size, epochs, max_steps = kw["batch_size"], kw["epochs"], kw["max_steps"]
     given = batch_size is not None
     if given:
-        batch_size = check_positive_int(batch_size, "batch_size")
-        if batch_size > N:
-            raise ValueError(f"batch_size={batch_size} is larger than the {N} data points")
+        batch_size = cap_at_rows(batch_size, N, name="batch_size")
     if epochs is not None:
         epochs = check_positive_int(epochs, "epochs")
     if max_steps is not None:
@@ -331,14 +308,13 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
             "use adam for minibatches"
         )
     reduce = D.Reducer()
-    rank, W = reduce.rank, reduce.world
+    W = reduce.world
     if W > 1 and not getattr(model, "supports_minibatch", True):
         raise ValueError(
             f"{type(model).__name__} trains on the full data at once; distributed training "
             "needs a minibatch model such as SVGP"
         )
     sampler = Sampler(N, B, seed)
-    total = total_steps(sampler.steps_per_epoch, opts.epochs, opts.max_steps)
     if seed is not None:
         torch.manual_seed(seed)  # inside the fit's private random state (seeded_scope)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -351,18 +327,8 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
         opt = make_optimizer(optimizer, params, opts.lr, opts.optimizer_kwargs)
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
-    fingerprint = plan_fingerprint(N, B, seed, optimizer, type(model).__name__)
-    return FitPlan(
-        task=GradientTask(model, X, y, params, opt, optimizer),
-        sampler=sampler,
-        total=total,
-        fingerprint=fingerprint,
-        desc=type(model).__name__,
-        objective_offset=-N * model.target_log_scale(),
-        objective_scale=1.0 / N,
-        rank=rank,
-        tol=opts.tol,
-    )
+    task = GradientTask(model, X, y, params, opt, optimizer)
+    return make_plan(model, task, sampler, opts, reduce)
 
 
 #: The options of a fit and their defaults: those of ``GPModel.fit``, the one signature.

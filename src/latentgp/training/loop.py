@@ -160,6 +160,44 @@ def lower_learning_rate(opt: torch.optim.Optimizer, step: int, failure: str, kep
     )
 
 
+class RestoringTask(StepTask):
+    """A step task whose repair restores the state from before the failed step and
+    lowers the learning rate of ``self.opt`` (:func:`lower_learning_rate`).
+
+    Subclasses set ``opt`` and provide :meth:`snapshot_state` / :meth:`restore_state`;
+    ``failure`` (what was non-finite) and ``kept`` (what is restored, plural) word the
+    events and the final error.
+    """
+
+    failure: str = "objective or gradient"
+    kept: str = "parameters"
+    opt: torch.optim.Optimizer
+    snapshot: Any = None
+
+    def snapshot_state(self) -> Any:
+        """A copy of the state a failed step would spoil."""
+        raise NotImplementedError
+
+    def restore_state(self, snapshot: Any) -> None:
+        """Put back what :meth:`snapshot_state` returned."""
+        raise NotImplementedError
+
+    def take_snapshot(self) -> None:
+        self.snapshot = self.snapshot_state()
+
+    def recover(self, step: int) -> str:
+        self.restore_state(self.snapshot)
+        return lower_learning_rate(self.opt, step, self.failure, self.kept)
+
+    def give_up(self, failures: int) -> str:
+        return (
+            f"training failed {failures} times in a row with a non-finite "
+            f"{self.failure} even after lowering the learning rate; the "
+            f"last good {self.kept} were restored. Check the data scale and the "
+            "initial hyperparameters."
+        )
+
+
 def plan_fingerprint(N: int, B: int, seed: int | None, optimizer: str, model: str,
                      **extra: Any) -> dict[str, Any]:
     """What a checkpoint must match to be resumed: data size, batch, seed, optimiser,

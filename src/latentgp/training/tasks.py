@@ -30,7 +30,7 @@ from ..models.sep import SEP
 from ..parameters import adopt_input_unit, sharded_column_unit
 from ..validation import check_positive_float
 from . import distributed as D
-from .loop import Sampler, StepTask, lower_learning_rate, plan_fingerprint, total_steps
+from .loop import RestoringTask, Sampler, StepTask, plan_fingerprint, total_steps
 from .optim import SparseRowOptimizer, make_optimizer, make_sign_adaptive
 
 __all__ = [
@@ -41,7 +41,9 @@ __all__ = [
     "QSGPTask",
     "SEPTask",
     "distributed_sweep",
+    "make_plan",
     "plan_builder",
+    "read_rows",
     "register_plan",
 ]
 
@@ -110,6 +112,38 @@ class FitPlan:
     finish: Callable[[], None] | None = None
 
 
+def make_plan(
+    model: Any,
+    task: StepTask,
+    sampler: Sampler,
+    opts: FitOptions,
+    reduce: D.Reducer,
+    *,
+    identity: dict[str, Any] | None = None,
+) -> FitPlan:
+    """The :class:`FitPlan` of ``task`` on ``sampler`` for ``model``, what every plan
+    shares: the step budget from ``opts.epochs`` / ``opts.max_steps``; the checkpoint
+    fingerprint (N, B, seed, optimiser, the model's class name and its sizes in
+    ``identity``); the progress label; the history's objective per point in the
+    targets' units (``objective_offset = -N target_log_scale``, ``objective_scale =
+    1 / N``); the reporting rank of ``reduce``; ``tol = opts.tol``.  A plan changes
+    what differs (``finish``, a checked ``tol``, ...) on the returned plan."""
+    name, N = type(model).__name__, sampler.N
+    return FitPlan(
+        task=task,
+        sampler=sampler,
+        total=total_steps(sampler.steps_per_epoch, opts.epochs, opts.max_steps),
+        fingerprint=plan_fingerprint(
+            N, sampler.B, opts.seed, opts.optimizer, name, **(identity or {})
+        ),
+        desc=name,
+        objective_offset=-N * model.target_log_scale(),
+        objective_scale=1.0 / N,
+        rank=reduce.rank,
+        tol=opts.tol,
+    )
+
+
 #: ``builder(model, data, options) -> FitPlan``
 PlanBuilder = Callable[[Any, FitData, FitOptions], FitPlan]
 
@@ -140,8 +174,14 @@ def plan_builder(model: Any) -> tuple[PlanBuilder, bool]:
     raise LookupError(f"no training plan is registered for {type(model).__name__}")
 
 
+def read_rows(model: Any, source: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """All rows of an out-of-core source, checked by ``model`` (for plans that need
+    them in memory)."""
+    return model.check_training_data(*source.rows(np.arange(int(source.num_rows))))
+
+
 # ------------------------------------------------------------------------------ SEP --
-class SEPTask(StepTask):
+class SEPTask(RestoringTask):
     """SEP's step: site updates (a sweep over all sites, or a minibatch's sites) followed
     by one hyperparameter step of ``opt`` on ``params``.
 
@@ -150,6 +190,8 @@ class SEPTask(StepTask):
     ``rows``: this process's rows (batch scheme with the full data on every process)."""
 
     failure_errors = (CholeskyError, FloatingPointError)
+    failure = "EP evidence or gradient"
+    kept = "sites and parameters"
 
     def __init__(
         self,
@@ -164,7 +206,6 @@ class SEPTask(StepTask):
     ) -> None:
         self.model, self.X, self.ypm, self.opt, self.params = model, X, ypm, opt, params
         self.N_total, self.reduce, self.rows = N_total, reduce, rows
-        self.snapshot = None
 
     def step(self, step: int, idx: torch.Tensor | None) -> tuple[float, bool]:
         m = self.model
@@ -179,18 +220,11 @@ class SEPTask(StepTask):
             )
         return value, math.isfinite(value)
 
-    def take_snapshot(self) -> None:
-        self.snapshot = self.model.snapshot_training_state()
+    def snapshot_state(self) -> Any:
+        return self.model.snapshot_training_state()
 
-    def recover(self, step: int) -> str:
-        self.model.restore_training_state(self.snapshot)
-        return lower_learning_rate(self.opt, step, "EP evidence or gradient", "state")
-
-    def give_up(self, failures: int) -> str:
-        return (
-            f"SEP training failed {failures} times in a row; the last good state was "
-            "restored (check the data scale and initial hyperparameters)"
-        )
+    def restore_state(self, snapshot: Any) -> None:
+        self.model.restore_training_state(snapshot)
 
     def state_dict(self) -> dict[str, Any]:
         return {**self.model.training_state(), "optimizer": self.opt.state_dict()}
@@ -221,7 +255,12 @@ def sep_plan(model: SEP, data: FitData, opts: FitOptions) -> FitPlan:
     """SEP's plan: sites, sums over processes, the sign-adaptive (or torch) optimiser."""
     reduce, replicated = _sep_reducer(model, opts)
     fresh = not model.built
-    Xt, ypm = model.prepare_training(data.X, data.y, seed=opts.seed)
+    if data.source is not None and opts.process_group is None:
+        # lazy rows: a sweep reads chunks, a minibatch its rows; labels and sites in memory
+        Xt, ypm = model.prepare_source(data.source, seed=opts.seed)
+    else:  # process_group= holds this process's shard (its input units come from it)
+        X, y = (data.X, data.y) if data.source is None else read_rows(model, data.source)
+        Xt, ypm = model.prepare_training(X, y, seed=opts.seed)
     if opts.process_group is not None:
         if fresh:  # input units of the full data, not of this process's shard
             adopt_input_unit(model, sharded_column_unit(Xt, reduce, reduce.maximum))
@@ -253,22 +292,14 @@ def sep_plan(model: SEP, data: FitData, opts: FitOptions) -> FitPlan:
         opt = make_optimizer(opts.optimizer, params, opts.lr, opts.optimizer_kwargs)
     mode = "epoch" if model.scheme == "batch" else "always"
     sampler = Sampler(N, B, opts.seed, mode=mode)
-    total = total_steps(sampler.steps_per_epoch, opts.epochs, opts.max_steps)
     rows = None
     if replicated and model.scheme == "batch":
         rows = torch.tensor_split(torch.arange(N, device=Xt.device), reduce.world)[reduce.rank]
-    fingerprint = plan_fingerprint(N, B, opts.seed, opts.optimizer, "SEP", scheme=model.scheme)
-    return FitPlan(
-        task=SEPTask(model, Xt, ypm, opt, params, N_total, reduce, rows),
-        sampler=sampler,
-        total=total,
-        fingerprint=fingerprint,
-        desc="SEP",
-        objective_scale=1.0 / N_total,
-        rank=reduce.rank,
-        tol=opts.tol,
-        finish=lambda: model.finish_training(Xt, reduce, rows),
-    )
+    task = SEPTask(model, Xt, ypm, opt, params, N_total, reduce, rows)
+    plan = make_plan(model, task, sampler, opts, reduce, identity={"scheme": model.scheme})
+    plan.objective_scale = 1.0 / N_total  # with process_group=, N is this shard's
+    plan.finish = lambda: model.finish_training(Xt, reduce, rows)
+    return plan
 
 
 def distributed_sweep(
@@ -379,7 +410,7 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
         # lazy row views: steps read their sampled rows, full passes read in chunks
         X, ys = model.initialize_from_source(data.source, seed=opts.seed, batch_size=B)
     else:  # the basis is every training input: the rows must be in memory
-        Xt, yt = model.check_training_data(*data.source.rows(np.arange(N)))
+        Xt, yt = read_rows(model, data.source)
         X, ys = Xt, model.initialize_training(Xt, yt, seed=opts.seed)
     if opts.seed is not None:
         torch.manual_seed(opts.seed)  # inside the fit's private random state
@@ -389,23 +420,14 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
     # the sampler only holds the index generator: the step draws rows (with replacement),
     # basis functions and columns from it
     sampler = Sampler(N, B, opts.seed, mode="none")
-    total = total_steps(sampler.steps_per_epoch, opts.epochs, opts.max_steps)
     hyper = model.hyper_parameters()
     hopt = torch.optim.Adam(hyper, lr=model.hyperparameters.lr) if hyper else None
-    fingerprint = plan_fingerprint(N, B, opts.seed, opts.optimizer, "QSGP", m=model.m)
-    return FitPlan(
-        task=QSGPTask(model, X, ys, B, sampler, rows, hopt, reduce),
-        sampler=sampler,
-        total=total,
-        fingerprint=fingerprint,
-        desc="QSGP",
-        objective_offset=-N * model.target_log_scale(),
-        objective_scale=1.0 / N,
-        rank=reduce.rank,
-        tol=tol,
-        finish=lambda: model.finish_training(X, closed_form=closed_form, seed=opts.seed),
-    )
+    task = QSGPTask(model, X, ys, B, sampler, rows, hopt, reduce)
+    plan = make_plan(model, task, sampler, opts, reduce, identity={"m": model.m})
+    plan.tol = tol
+    plan.finish = lambda: model.finish_training(X, closed_form=closed_form, seed=opts.seed)
+    return plan
 
 
-register_plan(SEP, sep_plan)
+register_plan(SEP, sep_plan, streams=True)
 register_plan(QSGP, qsgp_plan, streams=True)

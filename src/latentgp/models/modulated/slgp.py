@@ -99,15 +99,13 @@ class SLGP(ModulatedGP):
         nu0: float = 0.01,
         noise_variance: float = 0.1,
         num_predict_samples: int = 200,
-        normalize_y: bool = True,
         likelihood=None,
-        device=None,
-        dtype=None,
+        **common: Any,
     ) -> None:
         if not (isinstance(noise_variance, (int, float)) and noise_variance > 0):
             raise ValueError(f"noise_variance must be a positive number, got {noise_variance!r}")
         lik = likelihood if likelihood is not None else Gaussian(variance=float(noise_variance))
-        super().__init__(num_inducing, kernel, lik, normalize_y, device, dtype)
+        super().__init__(num_inducing, kernel, lik, **common)
         self.latent_dim = check_positive_int(latent_dim, "latent_dim")
         self.num_samples = check_positive_int(num_samples, "num_samples")
         self.num_predict_samples = check_positive_int(num_predict_samples, "num_predict_samples")

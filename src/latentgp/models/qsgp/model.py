@@ -118,6 +118,8 @@ class QSGP(GPModel):
     Hyperparameters = Hyperparameters
 
     default_optimizer = "adagrad"
+    #: QSGP's sparse steps are the method's own (no MAP term, no projections)
+    supports_hyperpriors = False
     default_lr = 0.1
 
     @keyword_only_after_first(legacy=LEGACY_POSITIONAL)

@@ -24,7 +24,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-from ...options import OptionGroup, resolve_groups
+from ...options import OptionGroup, flat_keyword_table, resolve_groups
 from ...validation import check_choice, check_positive_float, check_positive_int
 from .rvm import RVM_UPDATES
 
@@ -90,6 +90,7 @@ class Basis(_Shorthand):
     """
 
     argument = "basis"
+    flat_keywords = {"basis_batch": "batch", "feature_seed": "seed", "rvm_update": "rvm_update"}
     shorthand_fields = ("kind",)
     shorthand_described = "'rff', 'inducing' or 'rvm'"
 
@@ -126,6 +127,8 @@ class Covariance(_Shorthand):
     """
 
     argument = "covariance"
+    flat_keywords = {"num_dense": "num_dense", "num_columns": "num_columns",
+                     "closed_form_diagonal": "closed_form_diagonal"}
     shorthand_fields = ("kind",)
     shorthand_described = "'meanfield', 'chevron' or 'full'"
 
@@ -168,6 +171,7 @@ class ControlVariate(_Shorthand):
     """
 
     argument = "control_variate"
+    flat_keywords = {"cv_rank": "rank", "nystrom_cv": "nystrom"}
     shorthand_fields = ("rank",)
     shorthand_type = int
     shorthand_described = "the rank (an int)"
@@ -195,6 +199,7 @@ class Newton(_Shorthand):
     """
 
     argument = "mean_step"
+    flat_keywords = {"newton_damping": "damping", "newton_ridge": "ridge"}
     shorthand_fields = ()
     shorthand_described = "'newton'"
 
@@ -233,6 +238,7 @@ class Hyperparameters(_Group):
     """
 
     argument = "hyperparameters"
+    flat_keywords = {"hyper_lr": "lr", "hyper_delay": "delay"}
 
     lr: float = 0.01
     delay: int = 0
@@ -245,28 +251,11 @@ class Hyperparameters(_Group):
 
 #: The options' groups, by the constructor argument that takes each.
 GROUPS: dict[str, type[OptionGroup]] = {
-    "basis": Basis,
-    "covariance": Covariance,
-    "control_variate": ControlVariate,
-    "mean_step": Newton,
-    "hyperparameters": Hyperparameters,
+    cls.argument: cls for cls in (Basis, Covariance, ControlVariate, Newton, Hyperparameters)
 }
 
 #: The deprecated flat keywords: ``{keyword: (group argument, field)}``.
-FLAT_KEYWORDS: dict[str, tuple[str, str]] = {
-    "basis_batch": ("basis", "batch"),
-    "feature_seed": ("basis", "seed"),
-    "rvm_update": ("basis", "rvm_update"),
-    "num_dense": ("covariance", "num_dense"),
-    "num_columns": ("covariance", "num_columns"),
-    "closed_form_diagonal": ("covariance", "closed_form_diagonal"),
-    "cv_rank": ("control_variate", "rank"),
-    "nystrom_cv": ("control_variate", "nystrom"),
-    "newton_damping": ("mean_step", "damping"),
-    "newton_ridge": ("mean_step", "ridge"),
-    "hyper_lr": ("hyperparameters", "lr"),
-    "hyper_delay": ("hyperparameters", "delay"),
-}
+FLAT_KEYWORDS = flat_keyword_table(GROUPS.values())
 
 
 def resolve_options(given: dict[str, Any], flat: dict[str, Any], *, model: str) -> dict[str, Any]:
