@@ -211,7 +211,15 @@ def main() -> None:
     ap.add_argument("--restarts", type=int, default=5)
     ap.add_argument("--raw", type=int, default=256)
     ap.add_argument("--problems", nargs="+", default=list(PROBLEMS))
+    ap.add_argument("--quick", action="store_true",
+                    help="seed 0, 3 iterations, small acquisition budget; writes nothing")
     args = ap.parse_args()
+    if args.quick:
+        args.iterations, args.restarts, args.raw = 3, 2, 32
+        for problem in args.problems:
+            for model in MODELS:
+                print(json.dumps(run_one(problem, model, 0, args)), flush=True)
+        return
     rows = load_rows()
     done = {(r["problem"], r["model"], r["seed"], r["iterations"]) for r in rows}
     for seed in args.seeds:

@@ -121,7 +121,14 @@ def main() -> None:
     ap.add_argument("--shgp-steps", type=int, default=500)
     ap.add_argument("--restarts", type=int, default=5)
     ap.add_argument("--raw", type=int, default=256)
+    ap.add_argument("--quick", action="store_true",
+                    help="seed 0, 3 iterations, 100 SHGP steps; writes nothing")
     args = ap.parse_args()
+    if args.quick:
+        args.iterations, args.shgp_steps, args.restarts, args.raw = 3, 100, 2, 32
+        for model in ("latentgp.SHGP", "botorch.SingleTaskGP"):
+            print(json.dumps(run_one(model, 0, args)), flush=True)
+        return
     rows = []
     if os.path.exists(ROWS):
         with open(ROWS) as fh:
