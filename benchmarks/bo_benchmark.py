@@ -176,9 +176,14 @@ def summarise(rows: list[dict]) -> None:
     ]
     medians: dict[tuple[str, str], float] = {}
     for problem in PROBLEMS:
+        # only the seeds that every model finished, so that the medians compare like
+        seeds = set.intersection(*(
+            {r["seed"] for r in rows if r["problem"] == problem and r["model"] == model}
+            for model in MODELS
+        ))
         for model in MODELS:
-            rs = sorted((r for r in rows if r["problem"] == problem and r["model"] == model),
-                        key=lambda r: r["seed"])
+            rs = sorted((r for r in rows if r["problem"] == problem and r["model"] == model
+                         and r["seed"] in seeds), key=lambda r: r["seed"])
             if not rs:
                 continue
             med = float(np.median([r["regret"] for r in rs]))
