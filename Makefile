@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"
-	$(PY) -m pip install --quiet -e ".[data,plot,dev,mcmc]"
+	$(PY) -m pip install --quiet -e ".[data,plot,dev,mcmc,bo]"
 	touch $@
 
 demo: $(VENV)/.installed

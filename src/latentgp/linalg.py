@@ -198,3 +198,74 @@ def whitened_sums(
     """
     return _WhitenedSums.apply(L, K, Y)
 
+
+
+
+class BlockCholesky:
+    """A lower Cholesky factor grown by rank-k updates, kept in two blocks:
+
+        L = [[L0, 0], [T1, T2]],    T = [T1, T2]  (k, n0 + k),
+
+    ``L0`` the (contiguous) factor of the first ``n0`` rows, ``T`` the ``k`` rows appended
+    since (``T2`` lower triangular).  Appending never copies ``L0``: it costs
+    ``O(n^2 k)`` (one solve with the factor) plus rewriting the ``k x n`` tail, and solves
+    with ``L`` run block by block on contiguous matrices.
+    """
+
+    def __init__(self, L0: torch.Tensor, T: torch.Tensor | None = None) -> None:
+        self.L0, self.T = L0, T
+
+    @property
+    def size(self) -> int:
+        return self.L0.shape[-1] + (0 if self.T is None else self.T.shape[0])
+
+    def solve_lower(self, B: torch.Tensor) -> torch.Tensor:
+        """``L^{-1} B`` for ``B`` ``(..., n, K)``."""
+        n0 = self.L0.shape[-1]
+        V0 = solve_lower(self.L0, B[..., :n0, :])
+        if self.T is None:
+            return V0
+        T1, T2 = self.T[:, :n0], self.T[:, n0:].contiguous()
+        return torch.cat([V0, solve_lower(T2, B[..., n0:, :] - T1 @ V0)], -2)
+
+    def solve_upper_t(self, B: torch.Tensor) -> torch.Tensor:
+        """``L^{-T} B`` for ``B`` ``(..., n, K)``."""
+        n0 = self.L0.shape[-1]
+        if self.T is None:
+            return solve_upper_t(self.L0, B)
+        T1, T2 = self.T[:, :n0], self.T[:, n0:].contiguous()
+        X1 = solve_upper_t(T2, B[..., n0:, :])
+        return torch.cat([solve_upper_t(self.L0, B[..., :n0, :] - T1.mT @ X1), X1], -2)
+
+    def append(self, K12: torch.Tensor, K22: torch.Tensor, name: str = "matrix") -> BlockCholesky:
+        """The factor of ``[[A, K12], [K12^T, K22]]`` (``A = L L^T``, ``K12`` ``(n, k)``):
+
+            L_new = [[L, 0], [B^T, chol(K22 - B^T B)]],    B = L^{-1} K12,
+
+        no refactorisation of ``A``.  ``K22 - B^T B`` is factorised by :func:`cholesky`
+        (same jitter policy; ``name`` appears in its messages).  ``self`` is unchanged."""
+        k = K22.shape[-1]
+        B = self.solve_lower(K12)
+        S = K22 - B.mT @ B
+        L22, _ = cholesky(0.5 * (S + S.mT), f"Schur complement of {name}", jitter=0.0)
+        rows = torch.cat([B.mT, L22], 1)  # (k, n + k)
+        if self.T is None:
+            return BlockCholesky(self.L0, rows)
+        old = torch.cat([self.T, self.T.new_zeros(self.T.shape[0], k)], 1)
+        return BlockCholesky(self.L0, torch.cat([old, rows]))
+
+    def dense(self) -> torch.Tensor:
+        """``L`` as one ``(n, n)`` matrix."""
+        if self.T is None:
+            return self.L0
+        n0 = self.L0.shape[-1]
+        top = torch.cat([self.L0, self.L0.new_zeros(n0, self.T.shape[0])], 1)
+        return torch.cat([top, self.T])
+
+
+def cholesky_append(
+    L: torch.Tensor, K12: torch.Tensor, K22: torch.Tensor, name: str = "matrix"
+) -> torch.Tensor:
+    """Cholesky factor of ``[[A, K12], [K12^T, K22]]`` from ``L = chol(A)`` without
+    refactorising ``A``, as one dense matrix (:meth:`BlockCholesky.append`)."""
+    return BlockCholesky(L).append(K12, K22, name).dense()

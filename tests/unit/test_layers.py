@@ -11,7 +11,7 @@ a function), so a lazy import cannot hide an upward dependency.  The layers are 
     variational                                 posterior families, the one conditional
     models                                      model families
     training                                    the one fit
-    cli, sklearn, plotting, datasets, the package itself     user-facing
+    cli, sklearn, botorch, plotting, datasets, the package itself     user-facing
 
 ``data`` and ``metrics`` sit beside the stack: they may use the numerics below them, and
 only training and the user-facing layer import them.
@@ -58,6 +58,7 @@ RANKS = {
     "mcmc": 7,
     "plotting": 7,
     "datasets": 7,
+    "botorch": 7,
     "__main__": 8,
     "": 7,  # the package's __init__: the facade, beside the CLI (neither imports the other)
 }

@@ -163,6 +163,29 @@ EXPERIMENTS: dict[str, Experiment] = {
             ("docs/results/defaults.md",),
             results_dir=("--out", "defaults.md"),
         ),
+        Experiment(
+            "exact_conditioning",
+            "exact_conditioning.py",
+            "ExactGP.condition_on at N = 5,000 + 50 against a new Cholesky (--quick: printed)",
+            ("docs/results/exact_conditioning.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
+            "bo_benchmark",
+            "bo_benchmark.py",
+            "BoTorch qLogNEI on Hartmann-6 and Branin: latentgp ExactGP vs SingleTaskGP "
+            "(needs latentgp[bo]; --quick: printed)",
+            ("docs/results/bo_benchmark.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
+            "bo_heteroscedastic",
+            "bo_heteroscedastic.py",
+            "BoTorch qLogNEI on a heteroscedastic Branin: SHGP vs SingleTaskGP "
+            "(needs latentgp[bo]; --quick: printed)",
+            ("docs/results/bo_heteroscedastic.md",),
+            quick_overwrites=False,
+        ),
     )
 }
 

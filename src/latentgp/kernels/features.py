@@ -124,3 +124,17 @@ class RandomFourierFeatures:
             idx = torch.arange(start, min(start + chunk, self.m), device=X.device)
             out = out + self(X, idx, lengthscale, variance) @ self(Z, idx, lengthscale, variance).T
         return out
+
+
+def kernel_features(kernel, num_features: int, seed: int = 0) -> RandomFourierFeatures:
+    """The :class:`RandomFourierFeatures` of a (built) stationary ``kernel``: its spectral
+    density by class (:data:`SPECTRAL_DOF`); ``ValueError`` for other kernels."""
+    name = type(kernel).__name__
+    if name not in SPECTRAL_DOF:
+        raise ValueError(
+            f"random Fourier features need an SE or Matérn kernel ({', '.join(SPECTRAL_DOF)}), "
+            f"got {name}"
+        )
+    if not isinstance(num_features, int) or num_features < 1:
+        raise ValueError(f"num_features must be a positive integer, got {num_features!r}")
+    return RandomFourierFeatures(num_features, kernel.input_dim, SPECTRAL_DOF[name], seed)

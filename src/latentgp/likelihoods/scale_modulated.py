@@ -98,6 +98,36 @@ class ScaleModulatedGaussian(Gaussian):
         v = torch.exp(2 * mw + 2 * vw) * (vf + c + mf**2) - mf**2 * torch.exp(2 * mw + vw)
         return m, v
 
+    def joint_moments(
+        self,
+        mean_f: torch.Tensor,
+        cov_f: torch.Tensor,
+        mean_g: torch.Tensor,
+        cov_g: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Joint moments of ``h = exp(w) f`` at N points for independent Gaussian
+        ``f ~ N(mean_f, cov_f)`` and ``g ~ N(mean_g, cov_g)`` (``w = w0 + g``; means
+        ``(..., N)``, covariances ``(..., N, N)``), and the mean noise variance:
+
+            E[h_i] = mf_i e^{mw_i + Cw_ii / 2},
+            Cov[h_i, h_j] = e^{mw_i + mw_j + (Cw_ii + Cw_jj) / 2} ((Cf_ij + mf_i mf_j) e^{Cw_ij}
+                            - mf_i mf_j),
+            E[c e^{2 w_i}] = c e^{2 mw_i + 2 Cw_ii}
+
+        (log-normal moments).  The noise is uncorrelated across points and with h, so
+        ``Cov[y] = Cov[h] + diag(noise)``; its diagonal is :meth:`predictive_moments`'s
+        variance.  Returns ``(mean (..., N), cov (..., N, N), noise (..., N))``.
+        """
+        mw = mean_g + self.w_mean
+        vw = cov_g.diagonal(dim1=-2, dim2=-1)
+        scale = torch.exp(mw + 0.5 * vw)  # E[e^{w_i}]
+        mean = mean_f * scale
+        outer_f = mean_f[..., :, None] * mean_f[..., None, :]
+        cov = (scale[..., :, None] * scale[..., None, :]) * (
+            (cov_f + outer_f) * cov_g.exp() - outer_f
+        )
+        return mean, cov, self.variance * torch.exp(2.0 * mw + 2.0 * vw)
+
     def noise_std(self, mean, var) -> torch.Tensor:
         """Posterior-mean noise standard deviation ``sqrt(c) E[e^w]``, ``(B,)``."""
         _, _, mw, vw = self._split(mean, var)

@@ -467,6 +467,22 @@ class GPModel(HyperpriorMixin, nn.Module):
         without scaling); the engine adds ``-N`` times it to reported objectives."""
         return self._log_scale_sum()
 
+    def clone(self) -> GPModel:
+        """A new model of the same class, configuration, sizes and state (parameters and
+        buffers, copied), without the prediction cache; this model is unchanged."""
+        self._require_built()
+        new = type(self).from_config(self.get_config(), device=self.device_)
+        new._build(**self._build_args())
+        new.load_state_dict(self.state_dict())
+        return new.train(self.training)
+
+    def target_scaling(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(y_mean, y_scale)`` ``(P,)``: targets are ``scaled * y_scale + y_mean`` (zeros
+        and ones when the model does not standardise its targets)."""
+        if self._uses_scaling():
+            return self.y_mean, self.y_scale
+        return torch.zeros_like(self.y_mean), torch.ones_like(self.y_scale)
+
     def clear_prediction_cache(self) -> None:
         """Forget cached prediction factors (parameters changed)."""
         self._cache = None
@@ -566,7 +582,8 @@ class GPModel(HyperpriorMixin, nn.Module):
         """Factors reused across prediction chunks, recomputed when parameters change.
 
         For the inducing-point models this is (or contains) the conditional's
-        :class:`~latentgp.variational.PredictiveCache`; ExactGP keeps its Cholesky factor.
+        :class:`~latentgp.variational.PredictiveCache`; ExactGP keeps its Cholesky factor (a
+        :class:`~latentgp.linalg.BlockCholesky`) and ``alpha = (K + s^2 I)^{-1} y``.
         Public so that tools built on a fitted model (e.g. acquisition functions) can
         reuse it; treat it as read-only.
 
@@ -591,8 +608,15 @@ class GPModel(HyperpriorMixin, nn.Module):
             return c[2]
         with torch.no_grad():
             value = self._compute_cache()
-        self._cache = (ids, [p.clone() for p in params], value)
+        self._set_prediction_cache(value)
         return value
+
+    def _set_prediction_cache(self, value: Any) -> None:
+        """Keep ``value`` as the prediction cache of the current parameter values (for a
+        model that has its factors already, e.g. from a rank-k update)."""
+        params = list(self.parameters())
+        ids = tuple((id(p), p.shape) for p in params)
+        self._cache = (ids, [p.detach().clone() for p in params], value)
 
     def _compute_cache(self) -> Any:
         return None
@@ -700,13 +724,31 @@ class GPModel(HyperpriorMixin, nn.Module):
         Memory grows as N^2: meant for a few thousand points.
         """
         self._require_built()
-        Xt = self._check_X(X)
         with torch.no_grad():
-            m, K = self._predict_f_full(Xt, self.prediction_cache())
-        if self._uses_scaling():
+            m, K = self.predict_f_joint(self._check_X(X))
+        return m.cpu().numpy(), K.cpu().numpy()
+
+    def predict_f_joint(
+        self, X: torch.Tensor, *, scaled: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Joint posterior of the latents at each batch of ``X`` ``(..., N, D)`` as tensors
+        that carry gradients with respect to ``X`` (for acquisition functions): mean
+        ``(..., N, Q)``, covariance ``(..., Q, N, N)``, in the targets' units (``scaled``:
+        in the model's internal, scaled-target units, where the latent GPs of models such
+        as SHGP live).  The factors of the fitted posterior are the (constant) prediction
+        cache."""
+        self._require_built()
+        if not isinstance(X, torch.Tensor):
+            raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
+        if X.ndim < 2 or X.shape[-1] != self.input_dim:
+            raise ValueError(
+                f"X must have shape (..., N, {self.input_dim}), got {tuple(X.shape)}"
+            )
+        m, K = self._predict_f_full(X.to(self.dtype_), self.prediction_cache())
+        if self._uses_scaling() and not scaled:
             m, _ = unscale_moments(m, m, self.y_scale, self.y_mean)
             K = K * (self.y_scale**2)[:, None, None]
-        return m.cpu().numpy(), K.cpu().numpy()
+        return m, K
 
     def _predict_f_full(self, X, cache):
         raise NotImplementedError(f"{type(self).__name__} has no joint predictive covariance")

@@ -14,9 +14,10 @@ import torch
 from ..constants import LOG_2PI
 from ..kernels import Kernel
 from ..likelihoods import Gaussian, Likelihood
-from ..linalg import cho_solve, cholesky, solve_lower
+from ..linalg import BlockCholesky, cho_solve, cholesky
 from ..validation import keyword_only_after_first
 from .base import GPModel, register_model
+from .pathwise import PathwiseSampling, exact_paths
 
 
 class _GaussianLogMarginal(torch.autograd.Function):
@@ -50,7 +51,7 @@ class _GaussianLogMarginal(torch.autograd.Function):
 
 
 @register_model
-class ExactGP(GPModel):
+class ExactGP(PathwiseSampling, GPModel):
     """Exact Gaussian-process regression (Gaussian likelihood only).
 
     Multi-output targets ``(N, P)`` share the kernel and noise.  Trains with L-BFGS on the
@@ -62,6 +63,7 @@ class ExactGP(GPModel):
     default_optimizer = "lbfgs"
     default_lr = 1.0
     supports_minibatch = False
+    paths_builder = staticmethod(exact_paths)
     #: largest training set accepted (an N x N factor of 50,000 points is 20 GB in float64)
     max_num_data = 50_000
 
@@ -145,7 +147,7 @@ class ExactGP(GPModel):
         K = self.kernel(X) + self.likelihood.variance * torch.eye(N, dtype=X.dtype, device=X.device)
         L, _ = cholesky(K, "K + noise", jitter=0.0)
         alpha = cho_solve(L, Y)  # (N, P)
-        return L, alpha
+        return BlockCholesky(L), alpha
 
     def _chunk_width(self) -> int:
         return int(self.X_train.shape[0])
@@ -154,7 +156,7 @@ class ExactGP(GPModel):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)  # (N, B)
         mean = Kxs.mT @ alpha  # (B, P)
-        V = solve_lower(L, Kxs)
+        V = L.solve_lower(Kxs)
         var = (self.kernel.diag(Xs) - V.square().sum(0)).clamp_min(1e-12)
         return mean, var[:, None].expand_as(mean)
 
@@ -162,6 +164,50 @@ class ExactGP(GPModel):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)
         mean = Kxs.mT @ alpha
-        V = solve_lower(L, Kxs)
-        cov = self.kernel(Xs) - V.mT @ V
-        return mean, cov.expand(mean.shape[1], *cov.shape)
+        V = L.solve_lower(Kxs)
+        cov = self.kernel(Xs) - V.mT @ V  # (..., B, B)
+        return mean, cov[..., None, :, :].expand(*cov.shape[:-2], mean.shape[-1], *cov.shape[-2:])
+
+    # ---------------------------------------------------------------- new data --
+    def set_data(self, X: Any, y: Any) -> ExactGP:
+        """Replace the training data by ``(X, y)`` keeping the hyperparameters and the
+        target scaling (no training); the posterior is refactorised on the next prediction.
+        Returns ``self``.  The model must be fitted (or built) once."""
+        self._require_built()
+        Xt = self._check_X(X)
+        self._store(Xt, self._scale_y(self._check_y(y, Xt.shape[0])))
+        self._cache = None
+        return self
+
+    def condition_on(self, X_new: Any, y_new: Any) -> ExactGP:
+        """A new ExactGP whose data are the training data plus ``(X_new, y_new)``, at the
+        same hyperparameters and target scaling; this model is left unchanged.
+
+        The cached factor ``L = chol(K + s^2 I)`` is extended by a rank-k block update
+        (:meth:`~latentgp.linalg.BlockCholesky.append`), ``O(N^2 k)`` instead of a new
+        ``O((N + k)^3)`` factorisation; the result equals ``set_data`` on all the data.
+        The factor is kept as a :class:`~latentgp.linalg.BlockCholesky`: the fitted
+        model's factor and the rows appended since, so no update copies the big block.
+        """
+        self._require_built()
+        Xn = self._check_X(X_new, "X_new")
+        yn = self._scale_y(self._check_y(y_new, Xn.shape[0], "y_new"))
+        L, alpha = self.prediction_cache()
+        new = self.clone()
+        with torch.no_grad():
+            k = Xn.shape[0]
+            K22 = self.kernel(Xn) + self.likelihood.variance * torch.eye(
+                k, dtype=Xn.dtype, device=Xn.device
+            )
+            K12 = self.kernel(self.X_train, Xn)
+            L_new = L.append(K12, K22, "K + noise")
+            new.X_train = torch.cat([self.X_train, Xn])
+            new.y_train = torch.cat([self.y_train, yn])
+            # alpha = K_new^{-1} y by the block inverse (Schur complement S = L22 L22^T):
+            # alpha_2 = S^{-1} (y_2 - K12^T alpha_1), alpha_1 = alpha_1 - L^{-T} B alpha_2
+            rows = L_new.T[-k:]
+            B, L22 = rows[:, : L.size].mT, rows[:, L.size :]
+            a2 = cho_solve(L22, yn.reshape(k, -1) - K12.mT @ alpha)
+            a1 = alpha - L.solve_upper_t(B @ a2)
+            new._set_prediction_cache((L_new, torch.cat([a1, a2])))
+        return new

@@ -158,6 +158,8 @@ class InducingInputs:
                 f"{type(self).__name__} has no joint predictive covariance"
             )
         k = self.kernel  # type: ignore[attr-defined]
+        if X.ndim > 2:  # batches of inputs broadcast against the latent axis
+            X = X[..., None, :, :]
         mean, cov = conditional_covariance(cache, k(self.Z, X), k(X))
         return mean.mT, cov
 

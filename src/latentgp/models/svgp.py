@@ -32,10 +32,11 @@ from ..variational import (
 )
 from .base import GPModel, register_model
 from .inducing_inputs import InducingInputs
+from .pathwise import PathwiseSampling, svgp_paths
 
 
 @register_model
-class SVGP(InducingInputs, GPModel):
+class SVGP(PathwiseSampling, InducingInputs, GPModel):
     """Sparse variational GP with minibatch training.
 
     Parameters
@@ -54,6 +55,7 @@ class SVGP(InducingInputs, GPModel):
 
     default_optimizer = "adam"
     default_lr = 0.01
+    paths_builder = staticmethod(svgp_paths)
 
     @keyword_only_after_first()
     def __init__(
@@ -236,6 +238,54 @@ class SVGP(InducingInputs, GPModel):
                 R = Lzz @ R  # a product of lower-triangular factors is lower triangular
             self.q.q_mu.copy_(mean)
             self.q.q_sqrt_raw.copy_(R)
+
+    # ------------------------------------------------------------------ new data --
+    def condition_on(self, X_new: Any, y_new: Any) -> SVGP:
+        """A new SVGP whose q(u) is also conditioned on ``(X_new, y_new)`` (Gaussian
+        likelihood, full covariance), at the same hyperparameters and inducing inputs;
+        this model is unchanged.
+
+        Online variational conditioning (Maddox et al. 2021) for a Gaussian likelihood:
+        q(u) is the prior of the new points' projected likelihood
+        ``N(y_n | a_n^T v, s^2)`` (``v`` the whitened inducing values,
+        ``A = Lzz^{-1} Kzx``), so with ``Sigma = S S^T`` and ``C = s^2 I + A^T Sigma A``
+
+            m_new = m + Sigma A C^{-1} (y - A^T m),
+            Sigma_new = Sigma - Sigma A C^{-1} A^T Sigma,
+
+        ``O(M^2 k)`` per latent; no pass over the old data and no new optimisation.
+        (Starting from ``N(0, I)`` with all the data this is the Titsias optimum of
+        :meth:`set_optimal_variational`.)
+        """
+        if type(self.likelihood) is not Gaussian or self.covariance != "full":
+            raise ValueError(
+                "SVGP.condition_on needs a Gaussian likelihood and covariance='full' "
+                f"(got {type(self.likelihood).__name__}, covariance={self.covariance!r})"
+            )
+        self._require_built()
+        Xn = self._check_X(X_new, "X_new")
+        Y = self._scale_y(self._check_y(y_new, Xn.shape[0], "y_new")).reshape(Xn.shape[0], -1)
+        new = self.clone()
+        with torch.no_grad():
+            Lzz = self.prior_factor()
+            A = solve_lower(Lzz, self.kernel(self.Z, Xn))  # (Q, M, k)
+            m, S = self.q.q_mu[..., None], self.q.q_sqrt  # (Q, M, 1), (Q, M, M)
+            if not self.whiten:  # to whitened coordinates
+                m, S = solve_lower(Lzz, m), solve_lower(Lzz, S)
+            SA = S @ (S.mT @ A)  # Sigma A (Q, M, k)
+            k = Xn.shape[0]
+            C = A.mT @ SA + self.likelihood.variance * torch.eye(k, dtype=A.dtype, device=A.device)
+            LC, _ = cholesky(0.5 * (C + C.mT), "s^2 I + A^T Sigma A", jitter=0.0)
+            W = solve_lower(LC, SA.mT)  # LC^{-1} A^T Sigma (Q, k, M)
+            r = solve_lower(LC, Y.mT[..., None] - A.mT @ m)  # (Q, k, 1)
+            m = m + W.mT @ r
+            Sigma = S @ S.mT - W.mT @ W
+            R, _ = cholesky(0.5 * (Sigma + Sigma.mT), "conditioned q(u) covariance", jitter=0.0)
+            if not self.whiten:
+                m, R = Lzz @ m, Lzz @ R
+            new.q.q_mu.copy_(m[..., 0])
+            new.q.q_sqrt_raw.copy_(R)
+        return new
 
     # ----------------------------------------------------------------- prediction --
     def _compute_cache(self):

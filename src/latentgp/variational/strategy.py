@@ -201,7 +201,8 @@ def conditional_covariance(
     (whitened) or ``Lzz^{-T} A``.
     """
     Lzz = cache.Lzz
-    A = solve_lower(Lzz, Kzx.expand(Lzz.shape[:-2] + Kzx.shape[-2:]))
+    batch = torch.broadcast_shapes(Lzz.shape[:-2], Kzx.shape[:-2])
+    A = solve_lower(Lzz, Kzx.expand(batch + Kzx.shape[-2:]))
     W = A if cache.whiten else solve_upper_t(Lzz, A)
     mean = (W * cache.q_mu[..., None]).sum(-2)
     cov = Kxx - A.mT @ A

@@ -1,0 +1,290 @@
+"""Fitted latentgp models as BoTorch models (the optional extra ``latentgp[bo]``).
+
+:class:`LatentGPModel` wraps a fitted model with a Gaussian (or Gaussian-approximate)
+predictive so that BoTorch's acquisition functions and ``optimize_acqf`` use it::
+
+    model = lg.ExactGP().fit(X, y)
+    acqf = qLogNoisyExpectedImprovement(LatentGPModel(model), X_baseline=X)
+    candidate, value = optimize_acqf(acqf, bounds=bounds, q=2, num_restarts=8, raw_samples=256)
+
+What the posterior over ``q`` points is, per family (all in the targets' units):
+
+* ExactGP, SparseGP, SVGP (and SEP, GFITC: models with a joint Gaussian predictive,
+  :meth:`~latentgp.models.base.GPModel.predict_f_joint`): the joint Gaussian of the
+  latent function(s); ``observation_noise=True`` adds the Gaussian likelihood's variance.
+  Non-Gaussian likelihoods (an SVGP, SEP or GFITC classifier) give the latent ``f`` and
+  have no observation noise to add.
+* SHGP (``y = exp(w) f + eps``): the Gaussian with the exact joint mean and covariance of
+  ``h = exp(w) f`` under q (log-normal moments,
+  :meth:`~latentgp.likelihoods.ScaleModulatedGaussian.joint_moments`), and
+  ``observation_noise=True`` adds the input-dependent noise ``E[c exp(2 w(x))]``; the
+  marginals therefore match ``SHGP.predict_y``'s mean and variance.
+* SAVIGP: its predictive is a mixture over the q(u) components; the posterior is the
+  moment-matched Gaussian (the mixture's exact joint mean and covariance,
+  :func:`~latentgp.mixtures.mixture_joint_moments`), not the mixture.
+* SMGP, SLGP, SVHGP (mixtures of experts or of latent inputs) and QSGP are refused with a
+  ``TypeError``.
+
+``condition_on_observations`` (and so ``fantasize`` and ``qKnowledgeGradient``): for
+un-batched observations the result wraps the model's own ``condition_on`` where it has one:
+:meth:`~latentgp.ExactGP.condition_on` (a rank-k update of the Cholesky factor),
+:meth:`~latentgp.SparseGP.condition_on` (the new points' statistics added) and
+:meth:`~latentgp.SVGP.condition_on` (Gaussian likelihood, full q(u): the online
+variational conditioning of Maddox et al. 2021).  Otherwise (batched fantasies, or the
+other families) the wrapped posterior's joint Gaussian is conditioned on the observations
+with their Gaussian noise (:class:`ConditionedModel`): exact for ExactGP (the same
+posterior as ``condition_on``), and for the approximate models a conditioning of their
+Gaussian predictive, not a new variational fit.  The wrapped model is never changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+try:
+    from botorch.models.model import FantasizeMixin, Model
+    from botorch.posteriors.gpytorch import GPyTorchPosterior
+    from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+    from linear_operator import to_linear_operator
+except ImportError as err:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "latentgp.botorch needs BoTorch: pip install 'latentgp[bo]'"
+    ) from err
+
+from .likelihoods import Gaussian, ScaleModulatedGaussian
+from .linalg import cholesky, solve_lower
+from .mixtures import mixture_joint_moments
+from .models import SAVIGP, SVGP, ExactGP, GPModel, SparseGP
+from .models.modulated.base import MixturePredictive
+from .variational import conditional_covariance
+
+__all__ = ["ConditionedModel", "LatentGPModel"]
+
+
+def _unscale(model: GPModel, mean: torch.Tensor, cov: torch.Tensor):
+    """Moments ``(..., q, m)``, ``(..., m, q, q)`` from scaled to target units."""
+    offset, scale = model.target_scaling()
+    return mean * scale + offset, cov * (scale**2)[:, None, None]
+
+
+def _savigp_joint(model: SAVIGP, X: torch.Tensor):
+    """Moment-matched joint Gaussian of SAVIGP's mixture predictive (scaled units)."""
+    _, parts, pcache = model.prediction_cache()
+    # one singleton axis per leading axis of q's mean (components, latents)
+    Xe = X.reshape(X.shape[:-2] + (1,) * (pcache.q_mu.ndim - 1) + X.shape[-2:])
+    mean, cov = conditional_covariance(pcache, model.kernel(model.Z, Xe), model.kernel(Xe))
+    # (..., K, Q, q) and (..., K, Q, q, q): components first for the mixture
+    mean, cov = mixture_joint_moments(parts[0].detach(), mean.movedim(-3, 0), cov.movedim(-4, 0))
+    return mean.mT, cov
+
+
+def _has_own_conditioning(model: GPModel) -> bool:
+    """Whether the model's ``condition_on`` applies: ExactGP (rank-k factor update),
+    SparseGP (added statistics), SVGP with a Gaussian likelihood and full q(u) (online
+    variational conditioning)."""
+    if isinstance(model, (ExactGP, SparseGP)):
+        return True
+    return (
+        isinstance(model, SVGP)
+        and type(model.likelihood) is Gaussian
+        and model.covariance == "full"
+    )
+
+
+class LatentGPModel(Model, FantasizeMixin):
+    """A fitted latentgp model as a ``botorch.models.model.Model`` (see the module
+    docstring for what the posterior is per model family).
+
+    Parameters
+    ----------
+    model: a fitted :class:`~latentgp.models.base.GPModel` (ExactGP, SparseGP, SVGP,
+        SHGP, SAVIGP, ...).  It is used, never changed; fit it before wrapping.
+    """
+
+    def __init__(self, model: GPModel) -> None:
+        if not isinstance(model, GPModel):
+            raise TypeError(f"model must be a latentgp model, got {type(model).__name__}")
+        if not model.built:
+            raise ValueError(f"the {type(model).__name__} is not fitted yet: call fit(X, y)")
+        if isinstance(model, MixturePredictive) and not isinstance(
+            model.likelihood, ScaleModulatedGaussian
+        ):
+            raise TypeError(
+                f"{type(model).__name__}'s predictive is not a Gaussian of its latent GPs; "
+                "latentgp.botorch wraps ExactGP, SparseGP, SVGP, SHGP, SAVIGP, SEP and GFITC"
+            )
+        super().__init__()
+        self._wrapped = (model,)  # a tuple: not a submodule, so train()/to() never touch it
+        probe = torch.zeros(1, model.input_dim, dtype=model.dtype_, device=model.device_)
+        try:
+            with torch.no_grad():
+                self.predictive_joint(probe)
+        except NotImplementedError:
+            raise TypeError(
+                f"{type(model).__name__} has no joint Gaussian predictive to give BoTorch "
+                "(supported: ExactGP, SparseGP, SVGP, SHGP, SAVIGP, SEP, GFITC)"
+            ) from None
+
+    # -------------------------------------------------------------- the contract --
+    @property
+    def wrapped(self) -> GPModel:
+        """The latentgp model."""
+        return self._wrapped[0]
+
+    @property
+    def likelihood(self) -> Any:
+        """The wrapped model's likelihood (BoTorch's ``fantasize`` looks at it)."""
+        return self.wrapped.likelihood
+
+    @property
+    def num_outputs(self) -> int:
+        model = self.wrapped
+        if isinstance(model.likelihood, ScaleModulatedGaussian):
+            return 1
+        return int(model.num_latent)
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return torch.Size([])
+
+    def predictive_joint(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean ``(..., q, m)`` and covariance ``(..., m, q, q)`` of the outputs at
+        ``X`` ``(..., q, d)``, without observation noise; differentiable in ``X``."""
+        model = self.wrapped
+        if isinstance(model, SAVIGP):
+            return _unscale(model, *_savigp_joint(model, X.to(model.dtype_)))
+        if isinstance(model.likelihood, ScaleModulatedGaussian):
+            m, C = model.predict_f_joint(X, scaled=True)  # latents f (0) and g (1)
+            mean, cov, _ = model.likelihood.joint_moments(m[..., 0], C[..., 0, :, :],
+                                                          m[..., 1], C[..., 1, :, :])
+            return _unscale(model, mean[..., None], cov[..., None, :, :])
+        return model.predict_f_joint(X)
+
+    def noise_variance(self, X: torch.Tensor) -> torch.Tensor:
+        """Observation-noise variance ``(..., q, m)`` at ``X`` ``(..., q, d)``, in target
+        units (input-dependent for SHGP)."""
+        model = self.wrapped
+        lik = model.likelihood
+        _, scale = model.target_scaling()
+        if isinstance(lik, ScaleModulatedGaussian):
+            m, C = model.predict_f_joint(X, scaled=True)
+            _, _, noise = lik.joint_moments(m[..., 0], C[..., 0, :, :], m[..., 1], C[..., 1, :, :])
+            return noise[..., None] * scale**2
+        if not isinstance(lik, Gaussian):
+            raise ValueError(
+                f"observation_noise=True needs Gaussian noise; the {type(lik).__name__} "
+                "likelihood has none (the posterior is over the latent function)"
+            )
+        var = lik.variance.detach().reshape(-1) * scale**2
+        return var.expand(X.shape[:-1] + (self.num_outputs,))
+
+    def posterior(
+        self,
+        X: torch.Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | torch.Tensor = False,
+        posterior_transform: Any = None,
+    ) -> Any:
+        """The joint posterior over the ``q`` points of each batch of ``X``
+        ``(batch, q, d)``: a ``GPyTorchPosterior`` whose ``rsample`` is differentiable
+        with respect to ``X``.  ``observation_noise``: False, True (the model's noise) or
+        a tensor of noise variances broadcasting against ``(batch, q, m)``."""
+        if not isinstance(X, torch.Tensor):
+            raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
+        mean, cov = self.predictive_joint(X)
+        if isinstance(observation_noise, torch.Tensor):
+            noise = observation_noise.to(mean).expand(mean.shape)
+        elif observation_noise is True:
+            noise = self.noise_variance(X)
+        elif observation_noise is False:
+            noise = None
+        else:
+            raise TypeError(
+                f"observation_noise must be a bool or a tensor, got {observation_noise!r}"
+            )
+        if noise is not None:
+            cov = cov + torch.diag_embed(noise.mT)
+        if output_indices is not None:
+            idx = list(output_indices)
+            if not idx or min(idx) < 0 or max(idx) >= mean.shape[-1]:
+                raise ValueError(
+                    f"output_indices {output_indices!r} are not among the model's "
+                    f"{mean.shape[-1]} outputs"
+                )
+            mean, cov = mean[..., idx], cov[..., idx, :, :]
+        # a linear operator: factorised lazily, with jitter, when a sample needs it
+        mvns = [
+            MultivariateNormal(mean[..., i], to_linear_operator(cov[..., i, :, :]))
+            for i in range(mean.shape[-1])
+        ]
+        if len(mvns) == 1:
+            dist = mvns[0]
+        else:
+            dist = MultitaskMultivariateNormal.from_independent_mvns(mvns)
+        post = GPyTorchPosterior(dist)
+        return post if posterior_transform is None else posterior_transform(post)
+
+    def condition_on_observations(
+        self, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> LatentGPModel:
+        """This model conditioned on observations ``Y`` ``(batch', n, m)`` at ``X``
+        ``(batch, n, d)`` with noise variances ``noise`` (default: the model's); see the
+        module docstring.  ``self`` is not changed."""
+        if not isinstance(X, torch.Tensor) or not isinstance(Y, torch.Tensor):
+            raise TypeError("X and Y must be torch tensors")
+        if Y.ndim < 2 or Y.shape[-1] != self.num_outputs or Y.shape[-2] != X.shape[-2]:
+            raise ValueError(
+                f"Y must have shape (..., {X.shape[-2]}, {self.num_outputs}) for X of shape "
+                f"{tuple(X.shape)}, got {tuple(Y.shape)}"
+            )
+        model = self.wrapped
+        if type(self) is LatentGPModel and _has_own_conditioning(model) and noise is None and (
+            X.ndim == 2 and Y.ndim == 2
+        ):
+            y = Y[:, 0] if Y.shape[-1] == 1 else Y
+            return LatentGPModel(model.condition_on(X.detach(), y.detach()))
+        return ConditionedModel(self, X, Y, noise)
+
+
+class ConditionedModel(LatentGPModel):
+    """A :class:`LatentGPModel` conditioned on Gaussian observations ``(X, Y)`` with noise
+    variances ``noise`` (default: the parent's noise at ``X``): the parent's joint
+    posterior over ``[X, X*]`` conditioned on ``Y``,
+
+        mean* + S*x (Sxx + N)^{-1} (Y - mean_x),   S** - S*x (Sxx + N)^{-1} Sx*,
+
+    by one Cholesky factor of ``Sxx + N`` per batch.  Batch shape: that of ``X`` and ``Y``
+    broadcast (``fantasize`` gives ``num_fantasies x batch``)."""
+
+    def __init__(
+        self, parent: LatentGPModel, X: torch.Tensor, Y: torch.Tensor, noise: torch.Tensor | None
+    ) -> None:
+        Model.__init__(self)
+        self._wrapped = (parent.wrapped,)
+        self._parent = (parent,)
+        self.X_obs, self.Y_obs = X, Y.to(parent.wrapped.dtype_)
+        self.noise_obs = (
+            parent.noise_variance(X) if noise is None else noise.to(self.Y_obs)
+        ).expand(self.Y_obs.shape)
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return torch.broadcast_shapes(self.X_obs.shape[:-2], self.Y_obs.shape[:-2])
+
+    def noise_variance(self, X: torch.Tensor) -> torch.Tensor:
+        return self._parent[0].noise_variance(X)
+
+    def predictive_joint(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = torch.broadcast_shapes(self.batch_shape, X.shape[:-2])
+        k = self.X_obs.shape[-2]
+        Xo = self.X_obs.to(X.dtype).expand(batch + self.X_obs.shape[-2:])
+        both = torch.cat([Xo, X.expand(batch + X.shape[-2:])], -2)
+        mean, cov = self._parent[0].predictive_joint(both)  # (..., k+q, m), (..., m, k+q, k+q)
+        S11 = cov[..., :k, :k] + torch.diag_embed(self.noise_obs.mT)
+        L, _ = cholesky(S11, "observed covariance + noise", jitter=0.0)
+        B = solve_lower(L, cov[..., :k, k:])  # (..., m, k, q)
+        r = solve_lower(L, (self.Y_obs - mean[..., :k, :]).mT[..., None])  # (..., m, k, 1)
+        post_mean = mean[..., k:, :] + (B.mT @ r)[..., 0].mT
+        return post_mean, cov[..., k:, k:] - B.mT @ B
