@@ -79,6 +79,11 @@ from .inducing_ep import LEGACY_ARGUMENT_TAIL, InducingEPClassifier, check_dampi
 SCHEMES = ("batch", "stochastic")
 
 
+def stepped_parameters(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
+    """The parameters ``opt`` steps, in its order (what the gradient is taken for)."""
+    return [p for group in opt.param_groups for p in group["params"]]
+
+
 @register_model
 class SEP(InducingEPClassifier):
     """Scalable EP for binary GP classification (probit likelihood, M inducing points).
@@ -491,7 +496,6 @@ class SEP(InducingEPClassifier):
         X: torch.Tensor,
         ypm: torch.Tensor,
         opt: torch.optim.Optimizer,
-        params: list[torch.nn.Parameter],
         N_total: int,
         reduce: Any = None,
         rows: torch.Tensor | None = None,
@@ -500,7 +504,7 @@ class SEP(InducingEPClassifier):
 
         ``X`` ``(N, D)`` (a tensor or a lazy view of a source's rows: the sweep and the
         gradient read :meth:`sweep_chunk_rows` rows at a time), labels ``ypm`` in {-1, +1}
-        ``(N,)``; ``opt`` steps ``params``
+        ``(N,)``; ``opt`` steps the parameters it was made for
         on the gradient of ``-F / N_total`` (``N_total``: data points over all
         processes); ``reduce``: sums over processes
         (:class:`latentgp.training.distributed.Reducer`; None: one process).  ``rows``:
@@ -510,6 +514,7 @@ class SEP(InducingEPClassifier):
         gradient (nothing is stepped then).
         """
         reduce = reduce or ONE_PROCESS
+        params = stepped_parameters(opt)
         post = self.sweep(X, ypm, reduce, rows)
         self._set_q(post.mean, post.sqrt_cov)
         grads, lzt = self._surrogate_grads(
@@ -526,7 +531,6 @@ class SEP(InducingEPClassifier):
         ypm: torch.Tensor,
         idx: torch.Tensor,
         opt: torch.optim.Optimizer,
-        params: list[torch.nn.Parameter],
         N: int,
         reduce: Any = None,
     ) -> float:
@@ -537,6 +541,7 @@ class SEP(InducingEPClassifier):
         the new sites are summed over processes, which is the one-process step exactly
         (the sites of a minibatch are updated in parallel against the same ``q``)."""
         reduce = reduce or ONE_PROCESS
+        params = stepped_parameters(opt)
         B = idx.shape[0]
         W = reduce.world
         pos = torch.tensor_split(torch.arange(B, device=idx.device), W)[reduce.rank]

@@ -184,7 +184,7 @@ def read_rows(model: Any, source: Any) -> tuple[torch.Tensor, torch.Tensor]:
 # ------------------------------------------------------------------------------ SEP --
 class SEPTask(RestoringTask):
     """SEP's step: site updates (a sweep over all sites, or a minibatch's sites) followed
-    by one hyperparameter step of ``opt`` on ``params``.
+    by one hyperparameter step of ``opt`` (on the parameters it was made for).
 
     ``X`` ``(N, D)``, labels ``ypm`` in {-1, +1} ``(N,)``; ``N_total``: data points over
     all processes; ``reduce``: the :class:`~latentgp.training.distributed.Reducer`;
@@ -200,24 +200,23 @@ class SEPTask(RestoringTask):
         X: torch.Tensor,
         ypm: torch.Tensor,
         opt: torch.optim.Optimizer,
-        params: list[torch.nn.Parameter],
         N_total: int,
         reduce: D.Reducer,
         rows: torch.Tensor | None,
     ) -> None:
-        self.model, self.X, self.ypm, self.opt, self.params = model, X, ypm, opt, params
+        self.model, self.X, self.ypm, self.opt = model, X, ypm, opt
         self.N_total, self.reduce, self.rows = N_total, reduce, rows
 
     def step(self, step: int, idx: torch.Tensor | None) -> tuple[float, bool]:
         m = self.model
         if m.scheme == "batch":
             value = m.batch_step(
-                self.X, self.ypm, self.opt, self.params, self.N_total, self.reduce, self.rows
+                self.X, self.ypm, self.opt, self.N_total, self.reduce, self.rows
             )
         else:
             idx = idx.to(self.X.device)
             value = m.stochastic_step(
-                self.X, self.ypm, idx, self.opt, self.params, self.X.shape[0], self.reduce
+                self.X, self.ypm, idx, self.opt, self.X.shape[0], self.reduce
             )
         return value, math.isfinite(value)
 
@@ -296,7 +295,7 @@ def sep_plan(model: SEP, data: FitData, opts: FitOptions) -> FitPlan:
     rows = None
     if replicated and model.scheme == "batch":
         rows = torch.tensor_split(torch.arange(N, device=Xt.device), reduce.world)[reduce.rank]
-    task = SEPTask(model, Xt, ypm, opt, params, N_total, reduce, rows)
+    task = SEPTask(model, Xt, ypm, opt, N_total, reduce, rows)
     plan = make_plan(model, task, sampler, opts, reduce, identity={"scheme": model.scheme})
     plan.objective_scale = 1.0 / N_total  # with process_group=, N is this shard's
     plan.finish = lambda: model.finish_training(Xt, reduce, rows)
