@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -73,6 +74,53 @@ def test_noise_allowance_lets_a_flat_noisy_objective_converge():
     # a steady trend of 1e-3 per window-step is never noise: it does not stop
     trend = -1.0 + 1e-3 * np.arange(2000) + 0.01 * rng.standard_normal(2000)
     assert _feed(Convergence(noisy), trend) == []
+
+
+def test_growing_windows_see_a_slow_trend_that_fixed_windows_take_for_noise():
+    # the late phase of a minibatch fit: after a fast start the objective still improves
+    # by 2e-5 per step, under noise 0.03 per step.  Per 50-step window that trend moves
+    # the mean by 1e-3, below one standard error of the difference of two window means
+    # (about 0.006): fixed windows stop.  A window a fifth of the run long grows the
+    # trend's change linearly and shrinks the noise allowance like 1/sqrt(window): it
+    # keeps going while the trend lasts (checked on 40 seeds while writing this test).
+    rng = np.random.default_rng(0)
+    t = np.arange(6000)
+    noise = 0.03 * rng.standard_normal(t.size)
+    trend = -0.7 + 0.3 * np.exp(-t / 300) - 2e-5 * t
+    fixed = StoppingRule(window=50, rtol=2e-4, z=1.0, patience=2)
+    growing = dataclasses.replace(fixed, growth=0.2)
+    assert _feed(Convergence(fixed), trend + noise)[0] < 1200
+    assert _feed(Convergence(growing), trend + noise) == []
+    # once the objective is flat (from step 2,000), the growing rule stops within about
+    # twice the steps it had when the trend ended
+    flat = np.where(t < 2000, trend, trend[1999]) + noise
+    assert 2000 < _feed(Convergence(growing), flat)[0] < 4000
+    # window lengths: max(window, ceil(growth * steps so far))
+    assert [growing.length(s) for s in (0, 100, 250, 251, 1000)] == [50, 50, 50, 51, 200]
+
+
+def test_growing_window_state_resumes_exactly():
+    rule = default_rule(1, deterministic=False)
+    assert rule.growth == 0.2
+    rng = np.random.default_rng(2)
+    values = -1.0 + 1.0 / np.arange(1, 4001) + 0.01 * rng.standard_normal(4000)
+    whole = _feed(Convergence(rule), values)
+    first = Convergence(rule)
+    cut = 555  # mid-window (windows end at 519 and 623)
+    assert _feed(first, values[:cut]) == []
+    second = Convergence(rule)
+    second.load(json.loads(json.dumps(first.state())))
+    rest = [s + cut for s in _feed_from(second, values[cut:], cut)]
+    assert whole and rest[: len(whole)] == whole
+
+
+def _feed_from(conv: Convergence, values, done_steps: int) -> list[int]:
+    out = []
+    for i, v in enumerate(values, start=1):
+        conv.add(v)
+        if conv.end_of_step(done_steps + i):
+            out.append(i)
+    return out
 
 
 def test_deterministic_rule_is_relative_change_per_step():

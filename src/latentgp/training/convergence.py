@@ -17,7 +17,12 @@ convergence, and a trend does not count as noise).  ``patience`` calm windows in
 stop the fit.  The rule suits both kinds of objective:
 
 - *stochastic* (minibatch ELBOs, QSGP, stochastic SEP, Monte Carlo objectives): windows
-  of ``max(min_window, steps per epoch)`` steps, the noise term on;
+  of ``max(min_window, steps per epoch, growth * steps so far)`` steps, the noise term on.
+  Windows that grow with the run matter late in a minibatch fit: a fixed window's noise
+  allowance (one standard error, ~ 1/sqrt(window)) ends up as large as the slow late
+  improvement per window (~ window), so two calm windows come too early; with windows a
+  fraction ``growth`` of the run, the improvement grows faster than the noise allowance
+  shrinks;
 - *deterministic* (full-batch L-BFGS): windows of one step, no noise term: the relative
   change per step.
 
@@ -53,6 +58,8 @@ class StoppingRule:
     nats per point for objectives smaller than one nat per point).  z: noise allowance in
     standard errors (0: none).  patience: calm windows in a row that stop the fit.
     kind: ``"stochastic"``, ``"deterministic"`` or ``"tol"`` (the user's ``tol``).
+    growth: a window that starts after ``s`` steps lasts ``max(window, ceil(growth * s))``
+    steps (0: fixed windows).
     """
 
     window: int
@@ -61,6 +68,11 @@ class StoppingRule:
     z: float = 0.0
     patience: int = 2
     kind: str = "stochastic"
+    growth: float = 0.0
+
+    def length(self, start: int) -> int:
+        """Steps in the window that starts after ``start`` completed steps."""
+        return max(self.window, math.ceil(self.growth * start))
 
 
 def user_rule(tol: float, steps_per_epoch: int, patience: int = 3) -> StoppingRule:
@@ -73,8 +85,8 @@ def user_rule(tol: float, steps_per_epoch: int, patience: int = 3) -> StoppingRu
 #: defaults of the automatic rule per kind of objective (a model's ``fit_defaults`` may
 #: override them with a ``"convergence"`` dict)
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "stochastic": {"min_window": 50, "rtol": 2e-4, "z": 1.0, "patience": 2},
-    "deterministic": {"min_window": 1, "rtol": 1e-7, "z": 0.0, "patience": 3},
+    "stochastic": {"min_window": 50, "rtol": 2e-4, "z": 1.0, "patience": 2, "growth": 0.2},
+    "deterministic": {"min_window": 1, "rtol": 1e-7, "z": 0.0, "patience": 3, "growth": 0.0},
 }
 
 
@@ -88,7 +100,7 @@ def default_rule(
     p = {**DEFAULTS[kind], **(overrides or {})}
     window = max(int(p["min_window"]), 1 if deterministic else int(steps_per_epoch))
     return StoppingRule(window=window, rtol=float(p["rtol"]), z=float(p["z"]),
-                        patience=int(p["patience"]), kind=kind)
+                        patience=int(p["patience"]), kind=kind, growth=float(p["growth"]))
 
 
 #: the step ceiling of a fit without a budget, per kind of objective (overridden by a
@@ -124,6 +136,7 @@ class Convergence:
         self.values: list[float] = []  # the current window's objectives
         self.prev: tuple[float, float, int] | None = None  # previous window: mean, SS, n
         self.calm = 0
+        self.start: int | None = 0  # completed steps before the current window
         self.last: dict[str, float] = {}
 
     def add(self, value: float) -> None:
@@ -135,8 +148,13 @@ class Convergence:
         """After step number ``step`` (1-based, failed steps included): close the window
         when ``step`` ends one; True when the run has converged."""
         rule = self.rule
-        if rule is None or step % rule.window != 0 or not self.values:
+        if rule is None or not self.values:
             return False
+        if self.start is None:  # a checkpoint from before windows could grow
+            self.start = step - len(self.values)
+        if step - self.start < rule.length(self.start):
+            return False
+        self.start = step
         vals = self.values
         n = len(vals)
         mean = sum(vals) / n
@@ -167,7 +185,9 @@ class Convergence:
         r, last = self.rule, self.last
         if r is None:
             return ""
-        text = (f"{r.kind} rule: change of {r.window}-step window means < rtol {r.rtol:g}"
+        size = f"{r.window}-step" if not r.growth else (
+            f"{r.window}-step (growing to {r.growth:g} of the steps so far)")
+        text = (f"{r.kind} rule: change of {size} window means < rtol {r.rtol:g}"
                 + (f" + {r.z:g} noise s.e." if r.z else "") + f", {r.patience} in a row")
         if last:
             text += (f"; last change {last['change']:.3g} vs bound {last['bound']:.3g}"
@@ -178,7 +198,7 @@ class Convergence:
         """Checkpoint state (the windows and the calm count)."""
         return {"window_values": list(self.values),
                 "prev_window": None if self.prev is None else list(self.prev),
-                "calm": self.calm, "last": dict(self.last)}
+                "calm": self.calm, "window_start": self.start, "last": dict(self.last)}
 
     def load(self, s: dict[str, Any]) -> None:
         """Restore :meth:`state` (or the ``tol`` state of older checkpoints)."""
@@ -190,4 +210,6 @@ class Convergence:
         p = s["prev_window"]
         self.prev = None if p is None else (float(p[0]), float(p[1]), int(p[2]))
         self.calm = int(s["calm"])
+        start = s.get("window_start")
+        self.start = None if start is None else int(start)
         self.last = {k: float(v) for k, v in s.get("last", {}).items()}

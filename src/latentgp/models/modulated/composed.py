@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..svgp import SVGP
-from .base import MixturePredictive
+from .base import MixturePredictive, modulated_fit_defaults
 
 
 class ModulatedSVGP(MixturePredictive, SVGP):
@@ -42,7 +42,7 @@ class ModulatedSVGP(MixturePredictive, SVGP):
         )
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
-        return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512)}
+        return modulated_fit_defaults(N)
 
     def _build(self, input_dim: int, output_dim: int) -> None:
         if self.single_output and output_dim != 1:
