@@ -37,15 +37,31 @@ def setup(cmd):
         kern, lik, inducing_variable=d["Z"].astype(dt), whiten=True, num_data=X.shape[0]
     )
     opt = tf.keras.optimizers.Adam(learning_rate=float(cmd["lr"]))
+    natural = cmd.get("optimizer", "adam") == "ngd"
+    if natural:  # GPflow's recipe: q(u) by NaturalGradient, the rest by Adam
+        gpflow.set_trainable(model.q_mu, False)
+        gpflow.set_trainable(model.q_sqrt, False)
+        natgrad = gpflow.optimizers.NaturalGradient(gamma=float(cmd.get("ngd_lr") or 0.1))
 
     @tf.function
     def step(xb, yb):
+        def loss_fn():
+            return model.training_loss((xb, yb))
+
+        if natural:
+            natgrad.minimize(loss_fn, var_list=[(model.q_mu, model.q_sqrt)])
         with tf.GradientTape() as tape:
-            loss = model.training_loss((xb, yb))
+            loss = loss_fn()
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
+    # trace the step once here (graph building, no update) so that tracing is not
+    # counted as training time: later calls with these shapes reuse the graph
+    B = int(d["batches"].shape[1])
+    step.get_concrete_function(
+        tf.TensorSpec([B, X.shape[1]], tf.as_dtype(dt)), tf.TensorSpec([B, 1], tf.as_dtype(dt))
+    )
     state.update(
         model=model,
         X=X,

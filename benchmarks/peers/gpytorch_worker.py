@@ -18,8 +18,11 @@ state: dict = {}
 
 
 class _SVGP(gpytorch.models.ApproximateGP):
-    def __init__(self, Z, D):
-        q = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
+    def __init__(self, Z, D, natural=False):
+        if natural:  # GPyTorch's recipe for NGD: the natural parameterisation of q(u)
+            q = gpytorch.variational.NaturalVariationalDistribution(Z.shape[0])
+        else:
+            q = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
         strat = gpytorch.variational.VariationalStrategy(self, Z, q, learn_inducing_locations=True)
         super().__init__(strat)
         self.mean_module = gpytorch.means.ZeroMean()
@@ -35,13 +38,23 @@ def setup(cmd):
     dtype = getattr(torch, cmd["dtype"])
     X, y = torch.as_tensor(d["X_train"], dtype=dtype), torch.as_tensor(d["y_train"], dtype=dtype)
     Z = torch.as_tensor(d["Z"], dtype=dtype)
-    model = _SVGP(Z, X.shape[1]).to(dtype)
+    natural = cmd.get("optimizer", "adam") == "ngd"
+    model = _SVGP(Z, X.shape[1], natural).to(dtype)
     lik = gpytorch.likelihoods.GaussianLikelihood().to(dtype)
     model.covar_module.base_kernel.lengthscale = torch.as_tensor(d["lengthscale"], dtype=dtype)
     model.covar_module.outputscale = float(d["variance"])
     lik.noise = float(d["noise"])
     mll = gpytorch.mlls.VariationalELBO(lik, model, num_data=X.shape[0])
-    params = list(model.parameters()) + list(lik.parameters())
+    if natural:  # NGD on q(u), Adam on the hyperparameters and Z
+        opts = [
+            gpytorch.optim.NGD(model.variational_parameters(), num_data=X.shape[0],
+                               lr=float(cmd.get("ngd_lr") or 0.1)),
+            torch.optim.Adam([*model.hyperparameters(), *lik.parameters()],
+                             lr=float(cmd["lr"])),
+        ]
+    else:
+        opts = [torch.optim.Adam([*model.parameters(), *lik.parameters()],
+                                 lr=float(cmd["lr"]))]
     state.update(
         model=model,
         lik=lik,
@@ -50,7 +63,7 @@ def setup(cmd):
         y=y,
         batches=d["batches"],
         pos=0,
-        opt=torch.optim.Adam(params, lr=float(cmd["lr"])),
+        opts=opts,
         Xte=torch.as_tensor(d["X_test"], dtype=dtype),
         yte=d["y_test"],
     )
@@ -58,7 +71,7 @@ def setup(cmd):
 
 
 def train(cmd):
-    model, lik, mll, opt = state["model"], state["lik"], state["mll"], state["opt"]
+    model, lik, mll, opts = state["model"], state["lik"], state["mll"], state["opts"]
     model.train()
     lik.train()
     times = []
@@ -67,10 +80,12 @@ def train(cmd):
         state["pos"] += 1
         xb, yb = state["X"][idx], state["y"][idx]
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
         loss = -mll(model(xb), yb)
         loss.backward()
-        opt.step()
+        for opt in opts:
+            opt.step()
         times.append(time.perf_counter() - t0)
     return {"times": times, "loss": float(loss)}
 

@@ -38,12 +38,24 @@ def setup(cmd):
         batches=d["batches"],
         pos=0,
         N=X.shape[0],
-        # the optimiser latentgp's fit uses (torch's Adam, fused when available)
-        opt=lg.training.make_optimizer("adam", model.parameters(), float(cmd["lr"])),
+        opt=_optimizer(model, cmd, X.shape[0]),
         Xte=torch.as_tensor(d["X_test"], dtype=dtype),
         yte=d["y_test"],
     )
     return {"ok": True, "version": lg.__version__}
+
+
+def _optimizer(model, cmd, N):
+    """The optimiser latentgp's fit uses: torch's Adam (fused when available), or with
+    ``optimizer="ngd"`` natural-gradient steps on q(u) (``ngd_lr``: gamma, None for
+    latentgp's default) and Adam on the rest, as ``fit(optimizer="natural")`` builds."""
+    params = list(model.parameters())
+    if cmd.get("optimizer", "adam") == "adam":
+        return lg.training.make_optimizer("adam", params, float(cmd["lr"]))
+    from latentgp.training.natural import make_natural_adam
+
+    extra = {} if cmd.get("ngd_lr") is None else {"natural_lr": float(cmd["ngd_lr"])}
+    return make_natural_adam(model, params, float(cmd["lr"]), N, extra)
 
 
 def train(cmd):

@@ -99,6 +99,18 @@ def test_growing_windows_see_a_slow_trend_that_fixed_windows_take_for_noise():
     assert [growing.length(s) for s in (0, 100, 250, 251, 1000)] == [50, 50, 50, 51, 200]
 
 
+def test_grown_window_tolerance_is_per_base_window():
+    # rtol is a change per base window: a window 1.5x as long gets 1.5x the tolerance,
+    # so growing windows are no stricter about a steady trend than fixed ones
+    rule = StoppingRule(window=10, rtol=1e-3, z=0.0, patience=9, growth=0.5)
+    conv = Convergence(rule)
+    v = -3.0 + 1e-4 * np.arange(45)
+    assert _feed(conv, v) == []  # windows [0,10) [10,20) [20,30) [30,45)
+    prev, cur = v[20:30].mean(), v[30:45].mean()
+    assert conv.last["change"] == pytest.approx(cur - prev, rel=1e-12)
+    assert conv.last["bound"] == pytest.approx(1e-3 * abs(prev) * 1.5, rel=1e-14)
+
+
 def test_growing_window_state_resumes_exactly():
     rule = default_rule(1, deterministic=False)
     assert rule.growth == 0.2

@@ -9,12 +9,15 @@ The criterion compares the means of two consecutive *windows* of the objective p
 point (the training objective over N, in the model's internal units, so its size does not
 depend on N or on the units of y):
 
-    change_k = |m_k - m_{k-1}|,   calm when  change_k < rtol * max(|m_{k-1}|, floor) + z * se_k
+    change_k = |m_k - m_{k-1}|,
+    calm when  change_k < rtol * max(|m_{k-1}|, floor) * s_k + z * se_k
 
 where ``se_k`` is the standard error of ``m_k - m_{k-1}`` estimated from the step-to-step
 differences inside the two windows (so a minibatch objective's noise does not hide
-convergence, and a trend does not count as noise).  ``patience`` calm windows in a row
-stop the fit.  The rule suits both kinds of objective:
+convergence, and a trend does not count as noise), and ``s_k`` the window's length over the
+base window (``rtol`` is a change per base window: a grown window does not make the rule
+stricter about a steady trend, only less easily fooled by noise).  ``patience`` calm
+windows in a row stop the fit.  The rule suits both kinds of objective:
 
 - *stochastic* (minibatch ELBOs, QSGP, stochastic SEP, Monte Carlo objectives): windows
   of ``max(min_window, steps per epoch, growth * steps so far)`` steps, the noise term on.
@@ -152,7 +155,8 @@ class Convergence:
             return False
         if self.start is None:  # a checkpoint from before windows could grow
             self.start = step - len(self.values)
-        if step - self.start < rule.length(self.start):
+        steps = step - self.start
+        if steps < rule.length(self.start):
             return False
         self.start = step
         vals = self.values
@@ -166,7 +170,9 @@ class Convergence:
         if self.prev is not None:
             prev_mean, prev_ss, prev_n = self.prev
             change = abs(mean - prev_mean)
-            bound = rule.rtol * max(abs(prev_mean), rule.floor)
+            # rtol is per base window: a window k times as long may change k times as much
+            stretch = max(1.0, steps / rule.window)
+            bound = rule.rtol * max(abs(prev_mean), rule.floor) * stretch
             se = 0.0
             if rule.z:
                 # var(step noise) = var(first differences) / 2, pooled over both windows
