@@ -21,7 +21,8 @@ from .pathwise import PathwiseSampling, exact_paths
 
 
 class _GaussianLogMarginal(torch.autograd.Function):
-    """``log N(Y | 0, K)`` summed over the P columns of Y, given ``L = chol(K)``.
+    """``log N(Y | 0, K)`` summed over the P columns of Y, given ``L = chol(K)``, for each
+    matrix of a batch: ``K, L`` ``(..., N, N)``, ``Y`` ``(..., N, P)`` -> ``(...)``.
 
     Autograd through the Cholesky would cost several N^3 operations in the backward pass;
     the closed form ``d/dK = (alpha alpha^T - P K^{-1}) / 2`` (``alpha = K^{-1} Y``) needs
@@ -32,22 +33,30 @@ class _GaussianLogMarginal(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, K, L, Y):
-        N, P = Y.shape
+        N, P = Y.shape[-2:]
         alpha = cho_solve(L, Y)
-        logdet = 2.0 * L.diagonal().log().sum()
+        logdet = 2.0 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         ctx.save_for_backward(L, alpha)
         ctx.P = P
-        return -0.5 * ((Y * alpha).sum() + P * logdet + N * P * LOG_2PI)
+        return -0.5 * ((Y * alpha).sum((-2, -1)) + P * logdet + N * P * LOG_2PI)
 
     @staticmethod
     def backward(ctx, g):
         L, alpha = ctx.saved_tensors
         gK = gY = None
+        g = g[..., None, None]
         if ctx.needs_input_grad[0]:
-            gK = (0.5 * g) * (alpha @ alpha.T - ctx.P * torch.cholesky_inverse(L))
+            gK = (0.5 * g) * (alpha @ alpha.mT - ctx.P * torch.cholesky_inverse(L))
         if ctx.needs_input_grad[2]:
             gY = -g * alpha
         return gK, None, gY
+
+
+def gaussian_log_marginal(K: torch.Tensor, L: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """``log N(Y[..., p] | 0, K)`` summed over the columns p: ``K`` ``(..., N, N)`` with its
+    Cholesky factor ``L`` (taken as a constant: the gradient flows to ``K`` and ``Y`` by the
+    closed form), ``Y`` ``(..., N, P)``; returns ``(...)`` (a scalar for one matrix)."""
+    return _GaussianLogMarginal.apply(K, L, Y)
 
 
 @register_model
@@ -132,7 +141,7 @@ class ExactGP(PathwiseSampling, GPModel):
         K = K + self.likelihood.variance * torch.eye(N, dtype=K.dtype, device=K.device)
         with torch.no_grad():
             L, self.last_jitter = cholesky(K.detach(), "K + noise", jitter=0.0)
-        return _GaussianLogMarginal.apply(K, L, y.reshape(N, -1))
+        return gaussian_log_marginal(K, L, y.reshape(N, -1))
 
     def log_marginal_likelihood(self) -> float:
         """log p(y) of the training targets in their original units."""
