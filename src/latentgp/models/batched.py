@@ -207,9 +207,16 @@ class BatchedExactGP(GPModel):
         with respect to the parameters: ``X`` ``(B, N, D)``, scaled ``y`` ``(B, N)``.
         The hook of the batched optimiser (each member's own objective)."""
         K = self._noisy_gram(X)
+        # a member whose matrix is not finite (a line-search trial at extreme parameters)
+        # gets NaN, which the optimiser treats as a failed trial of that member only
+        bad = ~torch.isfinite(K.detach()).all(-1).all(-1)
+        if bool(bad.any()):
+            eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+            K = torch.where(bad[:, None, None], eye, K)
         with torch.no_grad():
             L, self.last_jitter = cholesky(K.detach(), "K + noise", jitter=0.0)
-        return gaussian_log_marginal(K, L, y[..., None])
+        value = gaussian_log_marginal(K, L, y[..., None])
+        return torch.where(bad, torch.nan, value) if bool(bad.any()) else value
 
     def forward(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """:meth:`member_log_marginal` (so that ``torch.func.functional_call`` can evaluate
