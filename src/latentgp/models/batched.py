@@ -39,7 +39,7 @@ from ..parameters import spread_unit
 from ..rng import seeded_scope
 from ..validation import check_inputs, check_targets, keyword_only_after_first
 from .base import GPModel, register_model
-from .exact import gaussian_log_marginal
+from .exact import EXACT_RTOL, gaussian_log_marginal
 
 __all__ = ["BatchedExactGP"]
 
@@ -110,7 +110,8 @@ class BatchedExactGP(GPModel):
                 "num_data": int(self.X_train.shape[1])}
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
-        return {"optimizer": "lbfgs", "lr": 1.0}
+        # each member's convergence test is ExactGP's (the batched L-BFGS reads it)
+        return {"optimizer": "lbfgs", "lr": 1.0, "convergence": {"rtol": EXACT_RTOL}}
 
     # -------------------------------------------------------------- data checks --
     def check_batch(self, X: Any, y: Any = None) -> tuple[torch.Tensor, torch.Tensor | None]:

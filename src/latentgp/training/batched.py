@@ -17,7 +17,8 @@ still move.  :class:`BatchedLBFGS` runs B minimisations side by side instead:
   members that already accepted a step stay where they are;
 - a convergence test per member, the single exact fit's rule: the change of its
   objective per point below ``rtol * max(|f|, 1)`` for ``patience`` iterations in a row
-  (``rtol`` 1e-7, patience 3, or the fit's ``tol``), or a gradient below ``1e-9`` (torch
+  (``rtol`` from the model's fit defaults, ExactGP's 1e-9, or the fit's ``tol``;
+  patience 3), or a gradient below ``1e-9`` (torch
   L-BFGS's ``tolerance_grad``), or a line search that found no decrease (the member
   stops where it is; the history's events count these).  Converged members stop moving;
   the fit ends when every member has converged (or at the step ceiling).
@@ -213,8 +214,9 @@ class BatchedLBFGSTask(StepTask):
         # per member than chunks of 128)
         self.chunk = max(1, (1 << 20) // (self.N * self.N) + 1)
         kw = dict(opts.optimizer_kwargs or {})
-        if opts.tol is not None:
-            kw.setdefault("rtol", float(opts.tol))
+        rule = opts.defaults.get("convergence") or {}
+        if opts.tol is not None or "rtol" in rule:
+            kw.setdefault("rtol", float(opts.tol if opts.tol is not None else rule["rtol"]))
         try:
             self.opt = BatchedLBFGS(self._evaluate, self._flat(), lr=opts.lr, **kw)
         except TypeError as err:
