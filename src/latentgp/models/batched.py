@@ -266,6 +266,30 @@ class BatchedExactGP(GPModel):
         var = (self.kernel.diag(X) - solve_lower(L, Kxs).square().sum(-2)).clamp_min(1e-12)
         return mean, var
 
+    def predict_f_joint(
+        self, X: torch.Tensor, *, scaled: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Joint posterior of each member's latent function at its points ``X``
+        ``(..., B, q, D)``, differentiable with respect to ``X`` (acquisition functions):
+        mean ``(..., B, q, 1)`` and covariance ``(..., B, 1, q, q)`` in the targets' units
+        (``scaled``: in the model's scaled-target units)."""
+        self._require_built()
+        if not isinstance(X, torch.Tensor):
+            raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
+        if X.ndim < 3 or X.shape[-3] != self.num_gps or X.shape[-1] != self.input_dim:
+            raise ValueError(f"X must have shape (..., {self.num_gps}, q, {self.input_dim}), "
+                             f"got {tuple(X.shape)}")
+        X = X.to(self.dtype_)
+        L, alpha = self.prediction_cache()
+        Kxs = self.kernel(self.X_train, X)  # (..., B, N, q)
+        mean = Kxs.mT @ alpha  # (..., B, q, 1)
+        V = solve_lower(L, Kxs)
+        cov = self.kernel(X) - V.mT @ V  # (..., B, q, q)
+        if self._uses_scaling() and not scaled:
+            s = self.y_scale[:, None, None]
+            mean, cov = mean * s + self.y_mean[:, None, None], cov * s.square()
+        return mean, cov[..., None, :, :]
+
     def _unscale(self, m: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if not self._uses_scaling():
             return m, v
