@@ -36,6 +36,7 @@ def test_each_member_is_the_exact_gp_of_its_data_at_its_hyperparameters():
     mean, var = m.predict_y(Xs)
     fm, fv = m.predict_f(Xs)
     lpd = m.log_predictive_density(Xs, mean + 0.3)
+    jm, jK = m.predict_f_full_cov(Xs)
     for b in range(X.shape[0]):
         s = _single_at(m, b, X, y)
         assert lml[b] == pytest.approx(s.log_marginal_likelihood(), rel=1e-10)
@@ -47,6 +48,9 @@ def test_each_member_is_the_exact_gp_of_its_data_at_its_hyperparameters():
         np.testing.assert_allclose(
             lpd[b], s.log_predictive_density(Xs[b], sm + 0.3), rtol=1e-9
         )
+        sjm, sjK = s.predict_f_full_cov(Xs[b])
+        np.testing.assert_allclose(jm[b], sjm[:, 0], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(jK[b], sjK[0], rtol=1e-7, atol=1e-9)
 
 
 def test_members_start_where_single_fits_start():

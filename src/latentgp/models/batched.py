@@ -331,6 +331,20 @@ class BatchedExactGP(GPModel):
             lpd = -0.5 * (math.log(2 * math.pi) + v.log() + (yt - m).square() / v)
         return self._out(lpd, as_numpy=as_numpy)[0]
 
+    def predict_f_full_cov(self, X: Any) -> tuple[Any, Any]:
+        """Joint posterior of each member's latent function at its ``X`` ``(B, M, D)``:
+        means ``(B, M)`` and covariances ``(B, M, M)`` (numpy, the targets' units)."""
+        self._require_built()
+        Xt, _ = self.check_batch(X)
+        with torch.no_grad():
+            m, K = self.predict_f_joint(Xt)
+        return m[..., 0].cpu().numpy(), K[..., 0, :, :].cpu().numpy()
+
+    def sample_f(self, X: Any, num_samples: int = 10, seed: int | None = None) -> np.ndarray:
+        """Not available for a batch of models: draw from :meth:`predict_f_full_cov`."""
+        raise NotImplementedError("BatchedExactGP.sample_f: draw from predict_f_full_cov's "
+                                  "means and covariances per member")
+
     @staticmethod
     def _no_chunks(chunk_size: int | None) -> None:
         if chunk_size is not None:
