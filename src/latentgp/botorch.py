@@ -22,6 +22,9 @@ What the posterior over ``q`` points is, per family (all in the targets' units):
 * SAVIGP: its predictive is a mixture over the q(u) components; the posterior is the
   moment-matched Gaussian (the mixture's exact joint mean and covariance,
   :func:`~latentgp.mixtures.mixture_joint_moments`), not the mixture.
+* BatchedExactGP (B independent exact GPs): a model of ``batch_shape`` ``(B,)``; inputs
+  ``(..., B, q, d)`` give member b's joint Gaussian at its own ``q`` points, and
+  ``observation_noise=True`` adds member b's noise.
 * SMGP, SLGP, SVHGP (mixtures of experts or of latent inputs) and QSGP are refused with a
   ``TypeError``.
 
@@ -56,7 +59,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 from .likelihoods import Gaussian, ScaleModulatedGaussian
 from .linalg import cholesky, solve_lower
 from .mixtures import mixture_joint_moments
-from .models import SAVIGP, SVGP, ExactGP, GPModel, SparseGP
+from .models import SAVIGP, SVGP, BatchedExactGP, ExactGP, GPModel, SparseGP
 from .models.modulated.base import MixturePredictive
 from .variational import conditional_covariance
 
@@ -117,7 +120,8 @@ class LatentGPModel(Model, FantasizeMixin):
             )
         super().__init__()
         self._wrapped = (model,)  # a tuple: not a submodule, so train()/to() never touch it
-        probe = torch.zeros(1, model.input_dim, dtype=model.dtype_, device=model.device_)
+        probe = torch.zeros(*self.batch_shape, 1, model.input_dim, dtype=model.dtype_,
+                            device=model.device_)
         try:
             with torch.no_grad():
                 self.predictive_joint(probe)
@@ -147,7 +151,10 @@ class LatentGPModel(Model, FantasizeMixin):
 
     @property
     def batch_shape(self) -> torch.Size:
-        return torch.Size([])
+        """``(B,)`` for a :class:`~latentgp.BatchedExactGP` (B independent models: inputs
+        ``(..., B, q, d)``), else ``()``."""
+        model = self.wrapped
+        return torch.Size([model.num_gps]) if isinstance(model, BatchedExactGP) else torch.Size([])
 
     def predictive_joint(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean ``(..., q, m)`` and covariance ``(..., m, q, q)`` of the outputs at
@@ -177,7 +184,10 @@ class LatentGPModel(Model, FantasizeMixin):
                 f"observation_noise=True needs Gaussian noise; the {type(lik).__name__} "
                 "likelihood has none (the posterior is over the latent function)"
             )
-        var = lik.variance.detach().reshape(-1) * scale**2
+        if isinstance(model, BatchedExactGP):  # one noise per member: (B, 1, 1)
+            var = (lik.variance.detach() * scale**2)[:, None, None]
+        else:
+            var = lik.variance.detach().reshape(-1) * scale**2
         return var.expand(X.shape[:-1] + (self.num_outputs,))
 
     def posterior(

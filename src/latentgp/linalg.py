@@ -72,7 +72,8 @@ def cholesky(
     eye = torch.eye(M, dtype=work.dtype, device=work.device)
     j = jitter
     for attempt in range(max_tries + 1):
-        L, info = torch.linalg.cholesky_ex(work + (j * scale)[..., None, None] * eye)
+        shifted = work if j == 0 else work + (j * scale)[..., None, None] * eye
+        L, info = torch.linalg.cholesky_ex(shifted)
         if not bool((info > 0).any()):
             if attempt > 0:
                 warnings.warn(

@@ -32,6 +32,7 @@ from . import likelihoods as L
 from .data.standardize import Standardizer
 from .models import SVGP, ExactGP, SparseGP, read_model_file
 from .rng import seeded_scope
+from .training import fit_with_restarts
 from .validation import check_choice, check_positive_float, check_positive_int
 
 __all__ = ["GPRegressor", "GPClassifier", "GPCountRegressor", "load"]
@@ -78,15 +79,29 @@ class _GPBase(BaseEstimator):
             dtype=self._dtype(),
         )
 
+    def _train(self, model: Any, X: np.ndarray, y: np.ndarray, **options: Any) -> None:
+        """``model.fit(X, y, seed=random_state, **options)``; with ``n_restarts_optimizer``
+        = k > 0, :func:`latentgp.training.fit_with_restarts` from k + 1 starts (the
+        model's own initialisation and k drawn ones, as scikit-learn's
+        ``n_restarts_optimizer``), keeping the one with the highest final objective."""
+        k = self.n_restarts_optimizer
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+            raise ValueError(f"n_restarts_optimizer must be an integer >= 0, got {k!r}")
+        if k == 0:
+            model.fit(X, y, seed=self.random_state, **options)
+            return
+        seed = 0 if self.random_state is None else int(self.random_state)
+        fit_with_restarts(model, X, y, restarts=int(k) + 1, seed=seed, **options)
+
     def _fit_svgp(self, model: SVGP, X: np.ndarray, y: np.ndarray) -> None:
-        model.fit(  # no epochs/max_steps: until converged
+        self._train(  # no epochs/max_steps: until converged
+            model,
             X,
             y,
             batch_size=self.batch_size,
             epochs=self.epochs,
             max_steps=self.max_steps,
             lr=self.lr,
-            seed=self.random_state,
             progress=self.progress,
         )
 
@@ -150,6 +165,12 @@ class GPRegressor(RegressorMixin, _GPBase):
         ``num_inducing`` or ``batch_size`` above the N training rows means N, with a
         :class:`~latentgp.SizeCappedWarning` (the rule of every front end).
     random_state: seed.  dtype: ``"float64"`` or ``"float32"``.  device: torch device.
+    n_restarts_optimizer: further starting points of the hyperparameter fit (0: one fit
+        from the data-scaled initialisation), as scikit-learn's: the fit runs from the
+        initialisation and from ``n_restarts_optimizer`` starts drawn log-uniformly within
+        a factor of 10 of it (or from priors / within bounds set on the model), and keeps
+        the one with the highest final objective (:func:`latentgp.training.fit_with_restarts`;
+        a start that fails is skipped and reported in ``model_.history_.events``).
     """
 
     def __init__(
@@ -165,6 +186,7 @@ class GPRegressor(RegressorMixin, _GPBase):
         batch_size: int | None = None,
         lr: float = 0.01,
         random_state: int | None = 0,
+        n_restarts_optimizer: int = 0,
         dtype: str = "float64",
         device: str | None = None,
         progress: bool = False,
@@ -180,6 +202,7 @@ class GPRegressor(RegressorMixin, _GPBase):
         self.batch_size = batch_size
         self.lr = lr
         self.random_state = random_state
+        self.n_restarts_optimizer = n_restarts_optimizer
         self.dtype = dtype
         self.device = device
         self.progress = progress
@@ -197,13 +220,13 @@ class GPRegressor(RegressorMixin, _GPBase):
         common = {"kernel": self.kernel, "device": self.device, "dtype": self._dtype()}
         if method == "exact":
             model = ExactGP(likelihood=lik, **common)
-            model.fit(Xs, y, epochs=self.epochs, max_steps=self.max_steps,
-                      seed=self.random_state, progress=self.progress)
+            self._train(model, Xs, y, epochs=self.epochs, max_steps=self.max_steps,
+                        progress=self.progress)
         elif method == "vfe":
             M = check_positive_int(self.num_inducing, "num_inducing")
             model = SparseGP("vfe", num_inducing=M, likelihood=lik, **common)
             budget = {"epochs": self.epochs, "max_steps": self.max_steps}  # full batch: steps
-            model.fit(Xs, y, seed=self.random_state, progress=self.progress, **budget)
+            self._train(model, Xs, y, progress=self.progress, **budget)
         else:
             model = self._make_svgp(lik)
             self._fit_svgp(model, Xs, y)
@@ -262,6 +285,8 @@ class GPClassifier(ClassifierMixin, _GPBase):
 
     Binary problems use a Bernoulli likelihood (``link="logit"`` or ``"probit"``), multi-
     class ones a softmax over one latent function per class; both are trained as SVGP.
+    ``n_restarts_optimizer``: further starts of the fit, the best kept (see
+    :class:`GPRegressor`).
     """
 
     def __init__(
@@ -274,6 +299,7 @@ class GPClassifier(ClassifierMixin, _GPBase):
         batch_size: int | None = None,
         lr: float = 0.03,
         random_state: int | None = 0,
+        n_restarts_optimizer: int = 0,
         dtype: str = "float64",
         device: str | None = None,
         progress: bool = False,
@@ -286,6 +312,7 @@ class GPClassifier(ClassifierMixin, _GPBase):
         self.batch_size = batch_size
         self.lr = lr
         self.random_state = random_state
+        self.n_restarts_optimizer = n_restarts_optimizer
         self.dtype = dtype
         self.device = device
         self.progress = progress
@@ -330,7 +357,9 @@ class GPClassifier(ClassifierMixin, _GPBase):
 
 class GPCountRegressor(RegressorMixin, _GPBase):
     """GP regression for counts: Poisson likelihood with a log link (an LGCP when the rows
-    are bins), trained as SVGP.  ``exposure`` is the bin size / time at risk."""
+    are bins), trained as SVGP.  ``exposure`` is the bin size / time at risk.
+    ``n_restarts_optimizer``: further starts of the fit, the best kept (see
+    :class:`GPRegressor`)."""
 
     def __init__(
         self,
@@ -343,6 +372,7 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         batch_size: int | None = None,
         lr: float = 0.03,
         random_state: int | None = 0,
+        n_restarts_optimizer: int = 0,
         dtype: str = "float64",
         device: str | None = None,
         progress: bool = False,
@@ -356,6 +386,7 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         self.batch_size = batch_size
         self.lr = lr
         self.random_state = random_state
+        self.n_restarts_optimizer = n_restarts_optimizer
         self.dtype = dtype
         self.device = device
         self.progress = progress

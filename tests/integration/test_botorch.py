@@ -231,3 +231,34 @@ def test_condition_on_observations_uses_the_models_own_update(models, name):
     post = new.posterior(Xq)
     np.testing.assert_allclose(post.mean.detach()[:, 0], own[0][:, 0], atol=1e-10)
     np.testing.assert_allclose(post.distribution.covariance_matrix.detach(), own[1][0], atol=1e-10)
+
+
+def test_a_batched_exact_gp_is_a_botorch_model_of_batch_shape_b():
+    """B independent exact GPs: batch shape (B,), member b's joint posterior at its own q
+    points (the single ExactGP's at the same hyperparameters), noise per member, gradients
+    with respect to X, and qLogNEI over a t-batch of candidates for every member."""
+    g = torch.Generator().manual_seed(4)
+    B = 3
+    X = torch.rand(B, 20, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(6 * X[..., 0]) * torch.arange(1.0, B + 1)[:, None] + X[..., 1]
+    y = y + 0.05 * torch.randn(B, 20, generator=g, dtype=torch.float64)
+    batched = lg.BatchedExactGP().fit(X, y, max_steps=20)
+    bm = LatentGPModel(batched)
+    assert bm.batch_shape == torch.Size([B]) and bm.num_outputs == 1
+    Xq = torch.rand(5, B, 4, 2, generator=g, dtype=torch.float64, requires_grad=True)
+    post = bm.posterior(Xq, observation_noise=True)
+    assert post.mean.shape == (5, B, 4, 1)
+    for b in range(B):
+        single = lg.ExactGP().initialize(X[b], y[b])
+        single.kernel.lengthscale = batched.kernel.lengthscale[b].detach()
+        single.kernel.variance = batched.kernel.variance[b].detach()
+        single.likelihood.variance = batched.likelihood.variance[b].detach()
+        sp = LatentGPModel(single).posterior(Xq[:, b].detach(), observation_noise=True)
+        torch.testing.assert_close(post.mean[:, b].detach(), sp.mean, rtol=1e-8, atol=1e-10)
+        torch.testing.assert_close(post.covariance_matrix[:, b].detach(),
+                                   sp.covariance_matrix, rtol=1e-7, atol=1e-10)
+    post.mean.sum().backward()
+    assert Xq.grad is not None and bool(torch.isfinite(Xq.grad).all())
+    acqf = qLogNoisyExpectedImprovement(bm, X_baseline=X, prune_baseline=False)
+    values = acqf(torch.rand(6, B, 1, 2, generator=g, dtype=torch.float64))
+    assert values.shape == (6, B) and bool(torch.isfinite(values).all())

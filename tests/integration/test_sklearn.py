@@ -272,3 +272,26 @@ def test_auto_method_follows_the_guide_table():
     assert big.method_ == "svgp"
     robust = GPRegressor(likelihood="studentt", num_inducing=20, max_steps=5).fit(X, y)
     assert robust.method_ == "svgp"  # VFE and the exact GP need Gaussian noise
+
+
+def test_n_restarts_optimizer_escapes_the_noise_optimum_like_scikit_learns():
+    """A fast sine in 60 points: the data-scaled start (lengthscale = the inputs' spread)
+    converges to "everything is noise"; among 5 further starts (log-uniform within a
+    factor of 10) one finds the sine, and the estimator keeps it (the first start is the
+    fit without restarts, so the kept one is never worse)."""
+    r = np.random.default_rng(0)
+    x = np.sort(r.uniform(0, 1, 60))[:, None]
+    y = np.sin(40 * x[:, 0]) + 0.1 * r.standard_normal(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = GPRegressor(method="exact").fit(x, y)
+        many = GPRegressor(method="exact", n_restarts_optimizer=5).fit(x, y)
+    lml_one, lml_many = (e.model_.log_marginal_likelihood() for e in (one, many))
+    assert float(one.model_.likelihood.variance) > 0.5  # the noise explanation
+    assert lml_many > lml_one + 40
+    assert float(many.model_.likelihood.variance) < 0.05
+    events = many.model_.history_.events
+    assert sum(e.startswith("start ") for e in events) == 6
+    assert any(e.startswith("kept start") for e in events)
+    with pytest.raises(ValueError, match="n_restarts_optimizer must be an integer >= 0"):
+        GPRegressor(n_restarts_optimizer=-1).fit(x, y)

@@ -53,6 +53,16 @@ class Gaussian(Likelihood):
             self.raw_variance, value, "Gaussian noise variance", lower=self.min_variance
         )
 
+    def set_batch_shape(self, batch_shape: tuple[int, ...]) -> None:
+        """Give the noise variance the shape ``batch_shape`` (one independent noise per
+        member of a batch of models, e.g. :class:`~latentgp.models.BatchedExactGP`), each
+        at the current value; ``()`` is the usual scalar.  Densities then broadcast the
+        variance ``(*batch_shape,)`` against the last dimensions of their arguments'
+        batch, so callers give it the trailing singleton dimensions they need."""
+        with torch.no_grad():
+            raw = self.raw_variance.detach().reshape(-1)[0]
+            self.raw_variance = torch.nn.Parameter(raw.expand(tuple(batch_shape)).clone())
+
     def log_prob(self, y, f):
         s2 = self.variance
         return -0.5 * (LOG_2PI + torch.log(s2) + (y - f) ** 2 / s2)

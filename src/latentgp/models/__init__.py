@@ -1,6 +1,7 @@
 """Models: exact and sparse GPs, SVGP, SAVIGP, EP (SEP, GFITC), QSGP, modulated GPs."""
 
 from .base import MODEL_REGISTRY, GPModel
+from .batched import BatchedExactGP
 from .exact import ExactGP
 from .gfitc import GFITC
 from .modulated import SHGP, SLGP, SMGP, SVHGP
@@ -12,6 +13,7 @@ from .sparse import SparseGP
 from .svgp import SVGP
 
 __all__ = [
-    "GPModel", "load", "MODEL_REGISTRY", "ExactGP", "SparseGP", "SVGP", "SAVIGP", "SEP",
+    "GPModel", "load", "MODEL_REGISTRY", "ExactGP", "BatchedExactGP", "SparseGP", "SVGP",
+    "SAVIGP", "SEP",
     "GFITC", "QSGP", "SHGP", "SMGP", "SLGP", "SVHGP", "read_model_file",
 ]

@@ -8,6 +8,7 @@ the one fit without the models importing the training layer.
 
 from ..models.base import set_fit_engine
 from . import distributed, optim, tasks
+from .batched import BatchedLBFGS, BatchedLBFGSTask
 from .checkpoint import load_checkpoint, save_checkpoint
 from .early_stopping import EarlyStopping
 from .fit import OPTIMIZERS, GradientTask, fit
@@ -20,6 +21,8 @@ from .tasks import QSGPTask, SEPTask, distributed_sweep
 set_fit_engine(fit)
 
 __all__ = [
+    "BatchedLBFGS",
+    "BatchedLBFGSTask",
     "fit_with_restarts",
     "distributed",
     "optim",

@@ -94,7 +94,7 @@ def _lengthscale_findings(model: Any) -> list[str]:
 def _sample_rows(data: Any) -> tuple[Any, np.ndarray] | None:
     """At most ``DIAGNOSTIC_ROWS`` evenly strided training rows ``(X, y)`` (y as float64)."""
     N = int(data.num_rows)
-    if N < 2:
+    if N < 2 or (data.X is not None and data.X.ndim > 2):  # batched models: rows are members
         return None
     idx = np.unique(np.linspace(0, N - 1, min(N, DIAGNOSTIC_ROWS)).astype(np.int64))
     if data.X is not None:

@@ -343,7 +343,7 @@ def _automatic_stop(plan: FitPlan, opts: FitOptions, tol: float | None) -> tuple
     deterministic = opts.optimizer == "lbfgs"
     ceiling = default_ceiling(spe, deterministic=deterministic,
                               overrides=opts.defaults.get("ceiling"))
-    if tol is not None:
+    if tol is not None or plan.stops_itself:
         return None, ceiling
     rule = default_rule(spe, deterministic=deterministic,
                         overrides=opts.defaults.get("convergence"))

@@ -137,6 +137,11 @@ class StepTask:
         """
         raise NotImplementedError
 
+    def finished(self) -> bool:
+        """Whether the task has converged by its own test (checked after each step; a
+        task whose plan ``stops_itself``, e.g. the batched L-BFGS's per-member test)."""
+        return False
+
     def take_snapshot(self) -> None:
         """Remember the current state as the last good one."""
 
@@ -349,10 +354,9 @@ def run_loop(
             if any(cb(info) for cb in callbacks):
                 history.stopped = history.reason = "callback"
                 break
-            if converged:
-                history.stopped = (f"converged (relative change < {tol:g})" if rule is None
-                                   else f"converged at step {step}")
-                history.reason = "tol" if rule is None else "converged"
+            stop = _convergence_stop(task, converged, rule, tol, step)
+            if stop is not None:
+                history.stopped, history.reason = stop
                 break
     except KeyboardInterrupt:
         # the step in flight was not applied: the state is the last completed step's
@@ -382,6 +386,20 @@ def run_loop(
         if checkpoint is not None:
             write_checkpoint()
     return history
+
+
+def _convergence_stop(
+    task: StepTask, converged: bool, rule: StoppingRule | None, tol: float | None, step: int
+) -> tuple[str, str] | None:
+    """``(stopped, reason)`` when the run has converged after ``step`` steps: by the
+    objective's rule (``converged``) or by the task's own test (:meth:`StepTask.finished`)."""
+    if converged:
+        if rule is None:
+            return f"converged (relative change < {tol:g})", "tol"
+        return f"converged at step {step}", "converged"
+    if task.finished():
+        return f"converged at step {step} (the task's own test)", "converged"
+    return None
 
 
 def _checkpoint_due(

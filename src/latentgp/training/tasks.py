@@ -98,6 +98,9 @@ class FitPlan:
     """What a plan builder hands to the loop (see :func:`~latentgp.training.loop.run_loop`).
 
     ``finish``: called after the last step (not when a step budget was never started);
+    ``stops_itself``: the task decides when it has converged
+    (:meth:`~latentgp.training.loop.StepTask.finished`), so a fit without a budget runs
+    no convergence rule on the objective, only the step ceiling;
     ``objective_offset``/``objective_scale``: for the history and the progress bar.
     """
 
@@ -111,6 +114,7 @@ class FitPlan:
     rank: int = 0
     tol: float | None = None
     finish: Callable[[], None] | None = None
+    stops_itself: bool = False
 
 
 def make_plan(
