@@ -208,7 +208,9 @@ def mean_from_spec(spec: Any) -> MeanFunction:
             return ConstantMean()
         if name == "linear":
             return LinearMean()
-        raise ValueError(f"unknown mean {spec!r}; choose one of {', '.join(MEAN_NAMES)} or a module")
+        raise ValueError(
+            f"unknown mean {spec!r}; choose one of {', '.join(MEAN_NAMES)} or a module"
+        )
     if isinstance(spec, MeanFunction):
         return copy.deepcopy(spec)
     if isinstance(spec, nn.Module):

@@ -1,8 +1,9 @@
-"""Exact GP regression: ``y = f + eps``, ``f ~ GP(0, k)``, Gaussian noise.
+"""Exact GP regression: ``y = f + eps``, ``f ~ GP(m, k)``, Gaussian noise.
 
 log p(y) = -1/2 r^T (K + s^2 I)^{-1} r - 1/2 log|K + s^2 I| - N/2 log 2 pi,
-with ``r = y - m(X)`` for a prior mean ``m`` (``mean=``), computed from one Cholesky factor; O(N^3) time, O(N^2) memory.  Prediction reuses
-the factor (cached until the parameters change).
+with ``r = y - m(X)`` (``m``: the prior mean, zero by default), computed from one
+Cholesky factor; O(N^3) time, O(N^2) memory.  Prediction reuses the factor (cached
+until the parameters change).
 """
 
 from __future__ import annotations

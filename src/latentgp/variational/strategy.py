@@ -164,8 +164,9 @@ class PredictiveCache:
     """The factors that prediction reuses for one parameter state.
 
     ``Lzz`` ``(Q, M, M)``; q's ``q_mu`` ``(..., Q, M)`` (a deviation from the prior
-    mean, :func:`inducing_deviation`) and ``q_sqrt`` as in :func:`conditional_marginals`; ``alpha`` ``(..., Q, M)`` and ``R`` ``(..., Q, M, M)``
-    when the quadratic-form path is used (else None: chunks take the solve path).
+    mean, :func:`inducing_deviation`) and ``q_sqrt`` as in :func:`conditional_marginals`;
+    ``alpha`` ``(..., Q, M)`` and ``R`` ``(..., Q, M, M)`` when the quadratic-form path
+    is used (else None: chunks take the solve path).
     """
 
     Lzz: torch.Tensor
