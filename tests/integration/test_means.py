@@ -306,3 +306,24 @@ def test_mean_objects():
     assert float(out[0, 0].detach()) == pytest.approx(3.0)
     given = ConstantMean(1.0)
     assert mean_from_spec(given) is not given
+
+
+@pytest.mark.parametrize("cls", ["SVHGP"])
+def test_modulated_compositions_take_a_mean_on_each_latent(cls):
+    """SVHGP is an SVGP composition: a constant mean ``(c, 0)`` on (f, g) with targets y
+    is the zero-mean model of ``y - c`` (same ELBO and predictive mean + c).  (SHGP's
+    ``y = exp(w) f + eps`` has no such identity; it takes the mean the same way.)"""
+    X, y = _data(30)
+    c = 2.2
+    a = getattr(lg, cls)(num_inducing=6, mean="constant", normalize_y=False).initialize(X, y)
+    b = getattr(lg, cls)(num_inducing=6, normalize_y=False).initialize(X, y - c)
+    b.load_state_dict({k: v for k, v in a.state_dict().items() if "mean_function" not in k})
+    with torch.no_grad():
+        a.mean_function.constant.copy_(torch.tensor([c, 0.0], dtype=torch.float64))
+        a.q.q_mu.normal_()
+        b.q.q_mu.copy_(a.q.q_mu)
+    a.clear_prediction_cache()
+    b.clear_prediction_cache()
+    assert a.elbo(X, y) == pytest.approx(b.elbo(X, y - c), rel=1e-12)
+    np.testing.assert_allclose(a.predict_y(X)[0], b.predict_y(X)[0] + c, rtol=1e-10)
+    np.testing.assert_allclose(a.predict_y(X)[1], b.predict_y(X)[1], rtol=1e-10)
