@@ -9,6 +9,7 @@ from .base import (
 )
 from .bernoulli import Bernoulli
 from .counts import NegativeBinomial, ZeroInflatedPoisson
+from .dirichlet import DirichletClassification
 from .experts import GaussianExperts
 from .gaussian import Gaussian
 from .gprn import GPRN
@@ -18,6 +19,7 @@ from .lgcp import LogGaussianCox
 from .lmc import LinearCoregionalization
 from .ordinal import Ordinal
 from .poisson import Poisson
+from .robit import Robit
 from .positive import Beta, Exponential, Gamma
 from .scale_modulated import ScaleModulatedGaussian
 from .softmax import Softmax
@@ -41,5 +43,5 @@ __all__ = [
 __all__ += ["WarpedGaussian", "LogGaussianCox", "GPRN", "ScaleModulatedGaussian", "GaussianExperts"]
 __all__ += [
     "LinearCoregionalization", "NegativeBinomial", "ZeroInflatedPoisson", "Gamma",
-    "Exponential", "Beta", "Ordinal",
+    "Exponential", "Beta", "Ordinal", "Robit", "DirichletClassification",
 ]
