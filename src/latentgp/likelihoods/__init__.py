@@ -19,8 +19,8 @@ from .lgcp import LogGaussianCox
 from .lmc import LinearCoregionalization
 from .ordinal import Ordinal
 from .poisson import Poisson
-from .robit import Robit
 from .positive import Beta, Exponential, Gamma
+from .robit import Robit
 from .scale_modulated import ScaleModulatedGaussian
 from .softmax import Softmax
 from .student_t import StudentT

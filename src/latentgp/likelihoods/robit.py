@@ -16,7 +16,8 @@ The CDF is computed in torch, differentiably in ``f``, to machine precision: wit
 a Gauss-Jacobi rule for the weight ``u^(nu - 1)`` (nodes fixed per ``nu``) with the
 smooth factor in log space, so far tails keep their relative accuracy; ``z > 0`` uses
 ``log T(z) = log1p(-T(-z))``.  Expected log-likelihoods use the base class's
-Gauss-Hermite quadrature; predictive probabilities and densities a 64-node one.
+Gauss-Hermite quadrature, predictive probabilities and densities its quadrature centred
+on the integrand.
 ``nu`` is a fixed constructor argument (not learned: the quadrature's nodes depend on it).
 """
 
@@ -27,12 +28,12 @@ import math
 import numpy as np
 import torch
 
-from ..config import get_config
-from .base import gauss_hermite, register
+from .base import register
 from .bernoulli import Bernoulli
 
-#: Gauss-Jacobi nodes of the CDF integral (machine precision for nu from 0.5 to 100)
-_NODES = 32
+#: Gauss-Jacobi nodes of the CDF integral (machine precision for nu from 0.5 to 100;
+#: 12 nodes lose 1e-10 at nu = 100)
+_NODES = 16
 
 
 def gauss_jacobi(n: int, alpha: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -95,10 +96,11 @@ class Robit(Bernoulli):
 
     def log_cdf(self, z: torch.Tensor) -> torch.Tensor:
         """``log T_nu(z)``, elementwise."""
-        zero = torch.zeros_like(z)
-        lower = self._log_lower(torch.minimum(z, zero))
-        upper = torch.log1p(-torch.exp(self._log_lower(torch.minimum(-z, zero))))
-        return torch.where(z <= 0, lower, upper)
+        below = z <= 0
+        # one evaluation at -|z|, written so that z = 0 takes the lower side's gradient
+        # (the density) rather than abs's zero
+        low = self._log_lower(torch.where(below, z, -z))
+        return torch.where(below, low, torch.log1p(-torch.exp(low)))
 
     def _log_p1(self, f):
         return self.log_cdf(f)
@@ -106,23 +108,12 @@ class Robit(Bernoulli):
     def conditional_mean(self, f):
         return torch.exp(self.log_cdf(f))
 
-    def _prediction_nodes(self, mean, var):
-        n = max(get_config().num_gauss_hermite, 64)
-        x, w = gauss_hermite(n, mean.dtype, mean.device)
-        shape = (-1,) + (1,) * mean.ndim
-        return mean + var.clamp_min(0).sqrt() * x.reshape(shape), w.reshape(shape)
-
     def predictive_moments(self, mean, var):
-        """``P(y = 1) = E_q[T_nu(f)]`` by 64-node Gauss-Hermite quadrature."""
-        f, w = self._prediction_nodes(mean, var)
-        p = (w * self.conditional_mean(f)).sum(0)
+        """``P(y = 1) = E_q[T_nu(f)]`` by the base class's quadrature centred on the
+        integrand (:meth:`~latentgp.likelihoods.Likelihood.adaptive_log_density`, which
+        ``predictive_log_density`` uses too), about 1e-7 accurate for wide q(f)."""
+        p = torch.exp(self.adaptive_log_density(torch.ones_like(mean), mean, var))
         return p, p * (1 - p)
-
-    def predictive_log_density(self, y, mean, var, num_samples: int = 0):
-        """``log E_q[T_nu((2y - 1) f)]``, the quadrature of :meth:`predictive_moments` in
-        log space (a probability near 0 keeps its relative accuracy)."""
-        f, w = self._prediction_nodes(mean, var)
-        return torch.logsumexp(w.log() + self.log_cdf((2.0 * y - 1.0) * f), 0)
 
     def _config_args(self):
         return {"dof": self.dof}
