@@ -327,3 +327,28 @@ def test_modulated_compositions_take_a_mean_on_each_latent(cls):
     assert a.elbo(X, y) == pytest.approx(b.elbo(X, y - c), rel=1e-12)
     np.testing.assert_allclose(a.predict_y(X)[0], b.predict_y(X)[0] + c, rtol=1e-10)
     np.testing.assert_allclose(a.predict_y(X)[1], b.predict_y(X)[1], rtol=1e-10)
+
+
+def test_optimal_q_with_a_mean_gives_the_vfe_bound_whitened_or_not():
+    """At the Titsias optimum of q(u), SVGP's ELBO is the collapsed VFE bound, with the
+    same linear mean, whichever parameterisation q has (Z != X: a real sparse model)."""
+    X, y = _data(40)
+    Z = X[::4]
+    models = [
+        lg.SVGP(Z=Z, whiten=w, mean="linear", normalize_y=False).initialize(X, y)
+        for w in (True, False)
+    ]
+    vfe = lg.SparseGP(Z=Z, method="vfe", mean="linear", normalize_y=False).initialize(X, y)
+    for m in (*models, vfe):
+        _set_hypers(m)
+        with torch.no_grad():
+            m.mean_function.weight = [[0.4], [-0.7]]
+            m.mean_function.bias.fill_(2.0)
+    vfe.set_data(X, y)
+    bound = vfe.log_marginal_likelihood()
+    for m in models:
+        m.set_optimal_variational(X, y)
+        assert m.elbo(X, y) == pytest.approx(bound, rel=1e-9)
+    Xs = X[:9] + 0.2
+    np.testing.assert_allclose(models[0].predict_f(Xs)[0], vfe.predict_f(Xs)[0], rtol=1e-8)
+    np.testing.assert_allclose(models[1].predict_f(Xs)[0], vfe.predict_f(Xs)[0], rtol=1e-7)
