@@ -21,6 +21,7 @@ a user's module.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import torch
@@ -113,7 +114,7 @@ class ConstantMean(MeanFunction):
     def __init__(self, value: float = 0.0) -> None:
         super().__init__()
         self.initial_value = float(value)
-        if not torch.isfinite(torch.tensor(self.initial_value)):
+        if not math.isfinite(self.initial_value):
             raise ValueError(f"ConstantMean value must be finite, got {value}")
 
     def _build(self, dtype, device):

@@ -352,3 +352,15 @@ def test_optimal_q_with_a_mean_gives_the_vfe_bound_whitened_or_not():
     Xs = X[:9] + 0.2
     np.testing.assert_allclose(models[0].predict_f(Xs)[0], vfe.predict_f(Xs)[0], rtol=1e-8)
     np.testing.assert_allclose(models[1].predict_f(Xs)[0], vfe.predict_f(Xs)[0], rtol=1e-7)
+
+
+def test_q_starts_at_the_prior_and_savigp_trains_the_mean_in_its_hyperparameter_group():
+    X, y = _data(20)
+    for whiten in (True, False):
+        m = lg.SVGP(num_inducing=5, whiten=whiten, mean=ConstantMean(4.0), normalize_y=False)
+        m.initialize(X, y)
+        assert float(m.kl_divergence().detach()) == pytest.approx(0.0, abs=1e-8)
+        np.testing.assert_allclose(m.predict_f(X)[0], 4.0, rtol=1e-8)  # the prior's mean
+    sav = lg.SAVIGP(num_inducing=5, mean="linear").initialize(X, y)
+    group = {id(p) for p in sav.parameter_groups()["hyperparameters"]}
+    assert all(id(p) in group for p in sav.mean_function.parameters())

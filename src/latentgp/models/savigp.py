@@ -569,11 +569,13 @@ class SAVIGP(InducingInputs, GPModel):
         return self
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
-        """The paper's groups: variational, hyperparameters, likelihood, inducing inputs."""
+        """The paper's groups: variational, hyperparameters (the kernel's and the prior
+        mean function's), likelihood, inducing inputs."""
         groups = {
             "variational": list(self.q.parameters())
             + ([self.lambda_raw] if self.posterior.parameterization == "lambda" else []),
-            "hyperparameters": list(self.kernel.parameters()),
+            "hyperparameters": list(self.kernel.parameters())
+            + list(self.mean_function.parameters()),
             "likelihood": list(self.likelihood.parameters()),
             "inducing": [self.Z_raw] if isinstance(self.Z_raw, nn.Parameter) else [],
         }

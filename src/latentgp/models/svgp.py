@@ -118,6 +118,9 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
             if not self.whiten:
                 Lzz, _ = cholesky(self.kernel(self.Z), "Kzz")
                 self.q.set_unwhitened_init(Lzz, 1.0)
+                mz = self.inducing_prior_mean()
+                if mz is not None:  # q over u starts at the prior, u ~ N(m(Z), Kzz)
+                    self.q.q_mu.copy_(mz)
             init_mean = getattr(self.likelihood, "initial_latent_means", None)
             if init_mean is not None:  # e.g. GPRN: start off the W g = 0 saddle
                 c = init_mean().to(self.q.q_mu)  # (Q,)
