@@ -30,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import likelihoods as L
 from .data.standardize import Standardizer
+from .means import ConstantMean
 from .models import SVGP, ExactGP, SparseGP, read_model_file
 from .rng import seeded_scope
 from .training import fit_with_restarts
@@ -68,7 +69,7 @@ class _GPBase(BaseEstimator):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
         return getattr(torch, self.dtype)
 
-    def _make_svgp(self, likelihood) -> SVGP:
+    def _make_svgp(self, likelihood, mean: Any = "zero") -> SVGP:
         # above n rows the model caps num_inducing at n, with the warning of every front
         # end (latentgp.validation.cap_at_rows)
         return SVGP(
@@ -77,6 +78,7 @@ class _GPBase(BaseEstimator):
             kernel=self.kernel,
             device=self.device,
             dtype=self._dtype(),
+            mean=mean,
         )
 
     def _train(self, model: Any, X: np.ndarray, y: np.ndarray, **options: Any) -> None:
@@ -356,14 +358,22 @@ class GPClassifier(ClassifierMixin, _GPBase):
 
 
 class GPCountRegressor(RegressorMixin, _GPBase):
-    """GP regression for counts: Poisson likelihood with a log link (an LGCP when the rows
-    are bins), trained as SVGP.  ``exposure`` is the bin size / time at risk.
+    """GP regression for counts with a log link, trained as SVGP.
+
+    likelihood: ``"poisson"`` (default; an LGCP when the rows are bins) or
+    ``"negative_binomial"`` for over-dispersed counts (``Var[y] = mu + mu^2 / r``, the
+    dispersion r learned; a learnable constant prior mean starts at the log of the mean
+    count).  ``exposure`` is the bin size / time at risk of the Poisson likelihood (the
+    negative binomial takes only the default 1: its mean is the count per row).
+    ``integer_counts=False`` (Poisson only) accepts non-integer targets.
     ``n_restarts_optimizer``: further starts of the fit, the best kept (see
-    :class:`GPRegressor`)."""
+    :class:`GPRegressor`).
+    """
 
     def __init__(
         self,
         kernel: Any = "rbf",
+        likelihood: str = "poisson",
         exposure: float = 1.0,
         integer_counts: bool = True,
         num_inducing: int = 128,
@@ -378,6 +388,7 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         progress: bool = False,
     ) -> None:
         self.kernel = kernel
+        self.likelihood = likelihood
         self.exposure = exposure
         self.integer_counts = integer_counts
         self.num_inducing = num_inducing
@@ -394,14 +405,25 @@ class GPCountRegressor(RegressorMixin, _GPBase):
     def fit(self, X, y) -> GPCountRegressor:
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
         check_positive_float(self.exposure, "exposure")
+        kind = check_choice(self.likelihood, "likelihood", ("poisson", "negative_binomial"))
         Xs = self._standardise_fit(X)
         mean_count = float(np.mean(y)) if len(y) else 0.0
-        lik = L.Poisson(
-            exposure=float(self.exposure),
-            offset=float(np.log(max(mean_count, 1e-3) / float(self.exposure))),
-            integer_counts=self.integer_counts,
-        )
-        model = self._make_svgp(lik)
+        if kind == "poisson":
+            lik = L.Poisson(
+                exposure=float(self.exposure),
+                offset=float(np.log(max(mean_count, 1e-3) / float(self.exposure))),
+                integer_counts=self.integer_counts,
+            )
+            model = self._make_svgp(lik)
+        else:
+            if float(self.exposure) != 1.0 or not self.integer_counts:
+                raise ValueError(
+                    "likelihood='negative_binomial' models integer counts per row: it takes "
+                    f"neither exposure={self.exposure!r} nor integer_counts=False (Poisson only)"
+                )
+            model = self._make_svgp(
+                L.NegativeBinomial(), mean=ConstantMean(float(np.log(max(mean_count, 1e-3))))
+            )
         self._fit_svgp(model, Xs, y)
         self.model_ = model
         return self
@@ -417,6 +439,13 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         X = self._standardise(self._check_X(X, reset=False))
         mean, var = self.model_.predict_y(X)
         return (mean, np.sqrt(var)) if return_std else mean
+
+    def log_predictive_density(self, X, y) -> np.ndarray:
+        """``log p(y_n | x_n, data)`` of each row's count ``(N,)`` (the negative mean is
+        the NLPD)."""
+        check_is_fitted(self)
+        X = self._standardise(self._check_X(X, reset=False))
+        return self.model_.log_predictive_density(X, np.asarray(y, dtype=np.float64))
 
 
 # ------------------------------------------------------------------ estimator files --

@@ -506,3 +506,21 @@ def test_predict_progress_bar_in_blocks_gives_the_same_predictions(fitted, capsy
     assert "predict [####################] 3/3" in capsys.readouterr().err
     a, b = np.array(_read_rows(plain)[1:], float), np.array(_read_rows(blocks)[1:], float)
     np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-12)  # BLAS blocking rounds
+
+
+def test_fit_with_a_mean_function(tmp_path, capsys):
+    """``--mean linear`` trains and stores a linear prior mean; a model without one
+    refuses the option with one error line."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0, 5, 80)
+    data = _write_csv(tmp_path / "d.csv", (x, 2.0 * x + np.sin(3 * x)), ["x", "y"])
+    out = str(tmp_path / "m.pt")
+    assert main(["fit", "--data", data, "--model", "exact", "--mean", "linear",
+                 "--max-steps", "30", "--out", out, "--no-progress"]) == 0
+    m = lg.load(out)
+    assert type(m.mean_function).__name__ == "LinearMean"
+    assert float(m.mean_function.weight.detach()[0, 0]) > 0.3  # the trend went to the mean
+    capsys.readouterr()
+    assert main(["fit", "--data", data, "--model", "qsgp", "--mean", "constant",
+                 "--max-steps", "2", "--no-progress"]) != 0
+    assert "no prior mean" in _one_error_line(capsys.readouterr().err)

@@ -46,6 +46,7 @@ RANKS = {
     "metrics": 1.5,
     "kernels": 2,
     "inducing": 2,
+    "means": 2,
     "likelihoods": 3,
     "variational": 4,
     "models": 5,

@@ -543,6 +543,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
         help="rbf, matern12, matern32, matern52, linear, periodic (default rbf)",
     )
     g.add_argument(
+        "--mean",
+        choices=("zero", "constant", "linear"),
+        help="prior mean function of the latent GPs (default zero; not for sep, gfitc, "
+        "slgp, qsgp)",
+    )
+    g.add_argument(
         "--inducing",
         type=positive_int,
         metavar="M",

@@ -118,6 +118,12 @@ def model_family(
             name = getattr(args, "model", cls_name.lower())
             raise CLIError(f"--model {name} {requirement}")
         kw = dict(fixed, kernel=args.kernel)
+        mean = getattr(args, "mean", None)
+        if mean not in (None, "zero"):
+            if not getattr(lg, cls_name).supports_mean:
+                name = getattr(args, "model", cls_name.lower())
+                raise CLIError(f"--model {name} has no prior mean function (--mean {mean})")
+            kw["mean"] = mean
         if pass_likelihood:
             kw["likelihood"] = likelihood
         if size is not None:

@@ -9,6 +9,7 @@ from .base import (
 )
 from .bernoulli import Bernoulli
 from .counts import NegativeBinomial, ZeroInflatedPoisson
+from .dirichlet import DirichletClassification
 from .experts import GaussianExperts
 from .gaussian import Gaussian
 from .gprn import GPRN
@@ -19,6 +20,7 @@ from .lmc import LinearCoregionalization
 from .ordinal import Ordinal
 from .poisson import Poisson
 from .positive import Beta, Exponential, Gamma
+from .robit import Robit
 from .scale_modulated import ScaleModulatedGaussian
 from .softmax import Softmax
 from .student_t import StudentT
@@ -41,5 +43,5 @@ __all__ = [
 __all__ += ["WarpedGaussian", "LogGaussianCox", "GPRN", "ScaleModulatedGaussian", "GaussianExperts"]
 __all__ += [
     "LinearCoregionalization", "NegativeBinomial", "ZeroInflatedPoisson", "Gamma",
-    "Exponential", "Beta", "Ordinal",
+    "Exponential", "Beta", "Ordinal", "Robit", "DirichletClassification",
 ]

@@ -32,6 +32,7 @@ from ..config import default_dtype, get_config
 from ..io import atomic_write, digest, record_digests
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Gaussian, Likelihood, likelihood_from_config, likelihood_from_name
+from ..means import MeanFunction, mean_from_config, mean_from_spec
 from ..parameters import spread_unit
 from ..rng import seeded_scope
 from ..validation import check_inputs, check_targets
@@ -39,11 +40,13 @@ from .hyperpriors import HyperpriorMixin
 from .predict import chunked, rows_per_chunk, unscale_moments
 
 FORMAT = "latentgp-model"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: version 2 (latentgp 0.2): inducing inputs stored as ``Z_raw`` and lengthscales/periods
 #: measured in units of each input column (``input_unit`` buffers); version-1 files load
-#: with those units set to 1, which gives the same model.
-READABLE_FORMAT_VERSIONS = (1, 2)
+#: with those units set to 1, which gives the same model.  Version 3: a prior mean
+#: function (``config["mean"]`` and its ``mean_function.*`` tensors, present only for a
+#: non-zero mean); files of versions 1 and 2 have none and load with the zero mean.
+READABLE_FORMAT_VERSIONS = (1, 2, 3)
 
 MODEL_REGISTRY: dict[str, type[GPModel]] = {}
 
@@ -168,12 +171,19 @@ class GPModel(HyperpriorMixin, nn.Module):
     noise_variance: the initial Gaussian noise variance, the same spelling in every model
         (``SVGP(noise_variance=0.1)`` is ``SVGP(likelihood=Gaussian(variance=0.1))``;
         SHGP, SMGP and SLGP take it too); refused for likelihoods without Gaussian noise.
+    mean: the prior mean function, ``f ~ GP(m, k)``: ``"zero"`` (default), ``"constant"``
+        (one learnable constant per latent), ``"linear"``, a
+        :class:`~latentgp.means.MeanFunction` or any ``torch.nn.Module`` mapping ``X``
+        ``(N, D)`` to ``(N,)`` or ``(N, Q)`` (the model trains a copy; see
+        :mod:`latentgp.means`).  It lives in the model's scaled-target units.
     """
 
     default_optimizer = "adam"
     default_lr = 0.01
     #: whether ``objective`` is an unbiased estimate from a minibatch (else full data only)
     supports_minibatch = True
+    #: whether the model's prior takes a mean function (``mean=``)
+    supports_mean = True
 
     def __init__(
         self,
@@ -183,9 +193,16 @@ class GPModel(HyperpriorMixin, nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         noise_variance: float | None = None,
+        mean: str | MeanFunction | nn.Module | None = "zero",
     ) -> None:
         super().__init__()
         self.kernel = kernel_from_name(kernel)
+        self.mean_function = mean_from_spec(mean)
+        if not self.supports_mean and not self.mean_function.is_zero:
+            raise ValueError(
+                f"{type(self).__name__} has no prior mean function (mean={mean!r}); see "
+                "the user guide's 'Mean functions' for the models that take one"
+            )
         if noise_variance is not None and isinstance(likelihood, Likelihood):
             raise ValueError(
                 "give the initial noise variance either as noise_variance= or in the "
@@ -223,6 +240,7 @@ class GPModel(HyperpriorMixin, nn.Module):
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
         self.register_buffer("y_mean", torch.zeros(output_dim, dtype=self.dtype_))
         self.register_buffer("y_scale", torch.ones(output_dim, dtype=self.dtype_))
+        self.mean_function.build(input_dim, self.num_latent, self.dtype_, self.device_)
 
     def build(self, input_dim: int, output_dim: int = 1) -> GPModel:
         """Allocate the parameters for ``input_dim`` input columns and ``output_dim`` target
@@ -257,6 +275,27 @@ class GPModel(HyperpriorMixin, nn.Module):
 
     def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         self.kernel.init_from_data(X)
+        self.mean_function.init_from_data(X)
+
+    def prior_mean_at(self, X: torch.Tensor) -> torch.Tensor | None:
+        """The prior mean ``m(X)`` ``(..., B, Q)`` at inputs ``(..., B, D)``, in the
+        model's scaled-target units; None for the zero mean (models then add nothing, so
+        a model without a mean computes exactly what it did before means existed)."""
+        if self.mean_function.is_zero:
+            return None
+        return self.mean_function(X)
+
+    def _residual(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+        """``Y - m(X)`` for targets ``Y`` ``(N, P)`` (``Y`` itself for the zero mean): the
+        models with a Gaussian likelihood in closed form (exact, sparse) work with the GP
+        of the deviation from the prior mean."""
+        m = self.prior_mean_at(X)
+        return Y if m is None else Y - m
+
+    def _with_mean(self, X: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+        """``mean + m(X)`` for a latent mean ``(..., B, Q)`` of the deviation."""
+        m = self.prior_mean_at(X)
+        return mean if m is None else mean + m
 
     def _uses_scaling(self) -> bool:
         return self.normalize_y and self.likelihood.scale_family
@@ -268,6 +307,7 @@ class GPModel(HyperpriorMixin, nn.Module):
             "likelihood": self.likelihood.to_config(),
             "normalize_y": self.normalize_y,
             "dtype": _dtype_name(self.dtype_),
+            **({} if self.mean_function.is_zero else {"mean": self.mean_function.to_config()}),
             **self.hyperprior_config(),
         }
 
@@ -284,6 +324,8 @@ class GPModel(HyperpriorMixin, nn.Module):
     def from_config(cls, cfg: dict[str, Any], device=None) -> GPModel:
         cfg = dict(cfg)
         cfg["kernel"] = kernel_from_config(cfg["kernel"])
+        if "mean" in cfg:  # files before format 3 have none: the zero mean
+            cfg["mean"] = mean_from_config(cfg["mean"])
         if "likelihood" in cfg:
             cfg["likelihood"] = likelihood_from_config(cfg["likelihood"])
         name = cfg.get("dtype", "float64")

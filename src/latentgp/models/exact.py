@@ -1,8 +1,9 @@
-"""Exact GP regression: ``y = f + eps``, ``f ~ GP(0, k)``, Gaussian noise.
+"""Exact GP regression: ``y = f + eps``, ``f ~ GP(m, k)``, Gaussian noise.
 
-log p(y) = -1/2 y^T (K + s^2 I)^{-1} y - 1/2 log|K + s^2 I| - N/2 log 2 pi,
-computed from one Cholesky factor; O(N^3) time, O(N^2) memory.  Prediction reuses
-the factor (cached until the parameters change).
+log p(y) = -1/2 r^T (K + s^2 I)^{-1} r - 1/2 log|K + s^2 I| - N/2 log 2 pi,
+with ``r = y - m(X)`` (``m``: the prior mean, zero by default), computed from one
+Cholesky factor; O(N^3) time, O(N^2) memory.  Prediction reuses the factor (cached
+until the parameters change).
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ class ExactGP(PathwiseSampling, GPModel):
         K = K + self.likelihood.variance * torch.eye(N, dtype=K.dtype, device=K.device)
         with torch.no_grad():
             L, self.last_jitter = cholesky(K.detach(), "K + noise", jitter=0.0)
-        return gaussian_log_marginal(K, L, y.reshape(N, -1))
+        return gaussian_log_marginal(K, L, self._residual(X, y.reshape(N, -1)))
 
     def log_marginal_likelihood(self) -> float:
         """log p(y) of the training targets in their original units."""
@@ -164,7 +165,7 @@ class ExactGP(PathwiseSampling, GPModel):
         N = X.shape[0]
         K = self.kernel(X) + self.likelihood.variance * torch.eye(N, dtype=X.dtype, device=X.device)
         L, _ = cholesky(K, "K + noise", jitter=0.0)
-        alpha = cho_solve(L, Y)  # (N, P)
+        alpha = cho_solve(L, self._residual(X, Y))  # (N, P)
         return BlockCholesky(L), alpha
 
     def _chunk_width(self) -> int:
@@ -173,7 +174,7 @@ class ExactGP(PathwiseSampling, GPModel):
     def _predict_f_chunk(self, Xs, cache):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)  # (N, B)
-        mean = Kxs.mT @ alpha  # (B, P)
+        mean = self._with_mean(Xs, Kxs.mT @ alpha)  # (B, P)
         V = L.solve_lower(Kxs)
         var = (self.kernel.diag(Xs) - V.square().sum(0)).clamp_min(1e-12)
         return mean, var[:, None].expand_as(mean)
@@ -181,10 +182,11 @@ class ExactGP(PathwiseSampling, GPModel):
     def _predict_f_full(self, Xs, cache):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)
-        mean = Kxs.mT @ alpha
+        mean = self._with_mean(Xs, Kxs.mT @ alpha)
         V = L.solve_lower(Kxs)
         cov = self.kernel(Xs) - V.mT @ V  # (..., B, B)
         return mean, cov[..., None, :, :].expand(*cov.shape[:-2], mean.shape[-1], *cov.shape[-2:])
+
 
     # ---------------------------------------------------------------- new data --
     def set_data(self, X: Any, y: Any) -> ExactGP:
@@ -225,7 +227,7 @@ class ExactGP(PathwiseSampling, GPModel):
             # alpha_2 = S^{-1} (y_2 - K12^T alpha_1), alpha_1 = alpha_1 - L^{-T} B alpha_2
             rows = L_new.T[-k:]
             B, L22 = rows[:, : L.size].mT, rows[:, L.size :]
-            a2 = cho_solve(L22, yn.reshape(k, -1) - K12.mT @ alpha)
+            a2 = cho_solve(L22, self._residual(Xn, yn.reshape(k, -1)) - K12.mT @ alpha)
             a1 = alpha - L.solve_upper_t(B @ a2)
             new._set_prediction_cache((L_new, torch.cat([a1, a2])))
         return new

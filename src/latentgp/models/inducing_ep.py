@@ -44,6 +44,9 @@ class InducingEPClassifier(InducingInputs, GPModel):
     mapped to {-1, +1} internally.  ``predict_y`` returns ``P(y = 1)`` as the mean.
     """
 
+    #: the EP site updates and evidence are derived for a zero-mean prior (no ``mean=``)
+    supports_mean = False
+
     def __init__(
         self,
         num_inducing: int = 50,

@@ -145,9 +145,27 @@ class InducingInputs:
         L, self.last_jitter = cholesky(self.kernel(self.Z), "Kzz")  # type: ignore[attr-defined]
         return L
 
+    def latent_prior_mean(self, X: torch.Tensor) -> torch.Tensor | None:
+        """The prior mean at inputs ``X`` ``(..., B, D)`` laid out as the conditional
+        takes it, ``(..., Q, B)``; None for the zero mean."""
+        m = self.prior_mean_at(X)  # type: ignore[attr-defined]
+        return None if m is None else m.movedim(-1, -2)
+
+    def inducing_prior_mean(self) -> torch.Tensor | None:
+        """The prior mean at the inducing inputs, ``(Q, M)`` (latent q at its own Z when
+        each latent has its own); None for the zero mean."""
+        m = self.prior_mean_at(self.Z)  # type: ignore[attr-defined]
+        if m is None:
+            return None
+        if m.ndim == 2:  # shared Z: (M, Q)
+            return m.mT
+        return m.diagonal(dim1=0, dim2=2).mT  # (Q, M, Q) -> [q, m] = m(Z_q)[m, q]
+
     def _predict_f_chunk(self, X: torch.Tensor, cache: PredictiveCache):
         """Marginals ``(B, Q)`` of q(f) at ``X`` from the conditional's cache."""
-        mean, var = cached_marginals(cache, self.kernel(self.Z, X), self.kernel.diag(X))  # type: ignore[attr-defined]
+        mean, var = cached_marginals(
+            cache, self.kernel(self.Z, X), self.kernel.diag(X), mean_x=self.latent_prior_mean(X)  # type: ignore[attr-defined]
+        )
         return mean.mT, var.mT
 
     def _predict_f_full(self, X: torch.Tensor, cache: PredictiveCache):
@@ -158,9 +176,10 @@ class InducingInputs:
                 f"{type(self).__name__} has no joint predictive covariance"
             )
         k = self.kernel  # type: ignore[attr-defined]
+        mean_x = self.latent_prior_mean(X)
         if X.ndim > 2:  # batches of inputs broadcast against the latent axis
             X = X[..., None, :, :]
-        mean, cov = conditional_covariance(cache, k(self.Z, X), k(X))
+        mean, cov = conditional_covariance(cache, k(self.Z, X), k(X), mean_x=mean_x)
         return mean.mT, cov
 
     def _set_input_unit(self, X: torch.Tensor) -> None:

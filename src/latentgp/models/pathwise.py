@@ -77,8 +77,11 @@ class PathwiseSamples:
         coef: torch.Tensor,
         offset: torch.Tensor,
         scale: torch.Tensor,
+        mean: Any = None,
     ) -> None:
         self.kernel = copy.deepcopy(kernel).requires_grad_(False)  # fixed: never retrained
+        # the prior mean function (None: zero), a fixed copy like the kernel
+        self.mean = None if mean is None else copy.deepcopy(mean).requires_grad_(False)
         self.features = features
         self.lengthscale, self.variance, self.centre = lengthscale, variance, centre
         self.weights, self.anchors, self.coef = weights, anchors, coef  # (Q,m,S) (..,n,D) (Q,n,S)
@@ -92,6 +95,8 @@ class PathwiseSamples:
             self.features, X, self.centre, self.lengthscale, self.variance, self.weights
         )
         f = prior + K @ self.coef  # (Q, B, S)
+        if self.mean is not None:
+            f = f + self.mean(X).mT[..., None]
         return f * self.scale[:, None, None] + self.offset[:, None, None]
 
     def __call__(self, X: Any, *, chunk_size: int | None = None) -> torch.Tensor:
@@ -160,7 +165,10 @@ def exact_paths(model, num_paths: int, seed: int | None, num_features: int) -> P
     X, N = model.X_train, model.X_train.shape[0]
     Y = model.y_train.reshape(N, -1)
     Q = Y.shape[1]
+    mean = _mean_of(model)
     with torch.no_grad():
+        if mean is not None:  # paths of the deviation y - m(X), plus m
+            Y = Y - mean(X)
         feats, ls, var, centre = _features_of(model.kernel, m, gen, Q, X)
         w = _randn(gen, Q, m, S, like=Y)
         prior_X = prior_values(feats, X, centre, ls, var, w)  # (Q, N, S)
@@ -170,6 +178,7 @@ def exact_paths(model, num_paths: int, seed: int | None, num_features: int) -> P
     return PathwiseSamples(
         kernel=model.kernel, features=feats, lengthscale=ls, variance=var, centre=centre,
         weights=w, anchors=X.detach().clone(), coef=coef, offset=offset, scale=scale,
+        mean=mean,
     )
 
 
@@ -186,6 +195,8 @@ def svgp_paths(model, num_paths: int, seed: int | None, num_features: int) -> Pa
         u = mu[..., None] + (root[..., None] * eps if q.is_diag else root @ eps)
         if q.whiten:
             u = Lzz @ u
+        elif model.inducing_prior_mean() is not None:  # q over u: its deviation from m(Z)
+            u = u - model.inducing_prior_mean()[..., None]
         Z = model.Z.detach()
         feats, ls, var, centre = _features_of(model.kernel, m, gen, Q, Z)
         w = _randn(gen, Q, m, S, like=mu)
@@ -195,7 +206,13 @@ def svgp_paths(model, num_paths: int, seed: int | None, num_features: int) -> Pa
     return PathwiseSamples(
         kernel=model.kernel, features=feats, lengthscale=ls, variance=var, centre=centre,
         weights=w, anchors=Z.clone(), coef=coef, offset=offset, scale=scale,
+        mean=_mean_of(model),
     )
+
+
+def _mean_of(model) -> Any:
+    """The model's prior mean function, or None for the zero mean."""
+    return None if model.mean_function.is_zero else model.mean_function
 
 
 class PathwiseSampling:

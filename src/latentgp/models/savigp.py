@@ -369,22 +369,30 @@ class SAVIGP(InducingInputs, GPModel):
         return m, R, False, q.is_diag
 
     def _marginals(self, X: torch.Tensor, Lzz: torch.Tensor, parts) -> tuple:
-        """Component marginals of q(f_n): mean, var ``(K, B, Q)`` (prior mean included)."""
+        """Component marginals of q(f_n): mean, var ``(K, B, Q)`` (prior mean included).
+
+        q(u) is over the deviation of f from its prior mean (the constant ``prior.mean``
+        and the mean function ``m(X)`` of ``mean=``), whitened or not, so the mixture's
+        entropy and cross-entropy terms are those of a zero-mean prior."""
         mean, var = conditional_marginals(
-            self.kernel(self.Z, X), self.kernel.diag(X), Lzz, *self._conditional_args(parts)
+            self.kernel(self.Z, X), self.kernel.diag(X), Lzz, *self._conditional_args(parts),
+            mean_x=self.latent_prior_mean(X),
         )
         return mean.mT + self.prior_mean, var.mT
 
     def _cached_marginals(self, X: torch.Tensor, cache: PredictiveCache) -> tuple:
         """:meth:`_marginals` from the prediction cache, ``(K, B, Q)``."""
-        mean, var = cached_marginals(cache, self.kernel(self.Z, X), self.kernel.diag(X))
+        mean, var = cached_marginals(
+            cache, self.kernel(self.Z, X), self.kernel.diag(X), mean_x=self.latent_prior_mean(X)
+        )
         return mean.mT + self.prior_mean, var.mT
 
     def _dense_marginals(self, parts) -> tuple:
         """Free-form case (Z = X): ``b = m``, ``Sigma = diag S``, ``(K, N, Q)``."""
         w, m, R, _ = parts
         var = R.square() if self.q.is_diag else R.square().sum(-1)
-        return m.mT + self.prior_mean, var.mT
+        mean = m.mT + self.prior_mean
+        return self._with_mean(self.Z, mean), var.mT
 
     # ---------------------------------------------------------------- the ELL --
     def _draws(self, shape: tuple[int, ...]) -> torch.Tensor:
@@ -561,11 +569,13 @@ class SAVIGP(InducingInputs, GPModel):
         return self
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
-        """The paper's groups: variational, hyperparameters, likelihood, inducing inputs."""
+        """The paper's groups: variational, hyperparameters (the kernel's and the prior
+        mean function's), likelihood, inducing inputs."""
         groups = {
             "variational": list(self.q.parameters())
             + ([self.lambda_raw] if self.posterior.parameterization == "lambda" else []),
-            "hyperparameters": list(self.kernel.parameters()),
+            "hyperparameters": list(self.kernel.parameters())
+            + list(self.mean_function.parameters()),
             "likelihood": list(self.likelihood.parameters()),
             "inducing": [self.Z_raw] if isinstance(self.Z_raw, nn.Parameter) else [],
         }

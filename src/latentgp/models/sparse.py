@@ -270,7 +270,7 @@ class SparseGP(InducingInputs, GPModel):
                 f"of {X.shape[0]} rows out of {num_data} (the objective is not a sum over "
                 "data points; use SVGP for minibatch training)"
             )
-        Y = y.reshape(X.shape[0], -1)
+        Y = self._residual(X, y.reshape(X.shape[0], -1))
         Lzz = self.prior_factor()
         return self._evidence(*self.statistics(X, Y, Lzz), N=X.shape[0])
 
@@ -289,6 +289,7 @@ class SparseGP(InducingInputs, GPModel):
         Xt = self._check_X(X)
         Y = self._scale_y(self._check_y(y, Xt.shape[0])).reshape(Xt.shape[0], -1)
         with torch.no_grad():
+            Y = self._residual(Xt, Y)
             S, b, sll, yly, tr = self.statistics(Xt, Y, self.prior_factor())
             self.stat_B = torch.eye(S.shape[0], dtype=S.dtype, device=S.device) + S
             self.stat_b = b
@@ -313,6 +314,7 @@ class SparseGP(InducingInputs, GPModel):
         Y = self._scale_y(self._check_y(y_new, Xn.shape[0], "y_new")).reshape(Xn.shape[0], -1)
         new = self.clone()
         with torch.no_grad():
+            Y = self._residual(Xn, Y)
             S, b, sll, yly, tr = self.statistics(Xn, Y, self.prior_factor())
             k = torch.tensor(float(Xn.shape[0]), dtype=S.dtype, device=S.device)
             new.stat_B = self.stat_B + S
@@ -353,7 +355,7 @@ class SparseGP(InducingInputs, GPModel):
     def _predict_f_chunk(self, Xs, cache):
         Lzz, LB, w = cache
         A = solve_lower(Lzz, self.kernel(self.Z, Xs))  # (M, B)
-        mean = A.mT @ w  # (B, P)
+        mean = self._with_mean(Xs, A.mT @ w)  # (B, P)
         var = solve_lower(LB, A).square().sum(0)  # a^T B^-1 a
         if self.method != "sor":
             var = var + (self.kernel.diag(Xs) - A.square().sum(0)).clamp_min(0.0)
@@ -362,7 +364,7 @@ class SparseGP(InducingInputs, GPModel):
     def _predict_f_full(self, Xs, cache):
         Lzz, LB, w = cache
         A = solve_lower(Lzz, self.kernel(self.Z, Xs))
-        mean = A.mT @ w
+        mean = self._with_mean(Xs, A.mT @ w)
         V = solve_lower(LB, A)
         cov = V.mT @ V
         if self.method in ("dtc", "vfe"):

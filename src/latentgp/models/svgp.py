@@ -118,6 +118,9 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
             if not self.whiten:
                 Lzz, _ = cholesky(self.kernel(self.Z), "Kzz")
                 self.q.set_unwhitened_init(Lzz, 1.0)
+                mz = self.inducing_prior_mean()
+                if mz is not None:  # q over u starts at the prior, u ~ N(m(Z), Kzz)
+                    self.q.q_mu.copy_(mz)
             init_mean = getattr(self.likelihood, "initial_latent_means", None)
             if init_mean is not None:  # e.g. GPRN: start off the W g = 0 saddle
                 c = init_mean().to(self.q.q_mu)  # (Q,)
@@ -131,8 +134,15 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
 
     def _marginals(self, X: torch.Tensor, Lzz: torch.Tensor):
         """Marginals of q(f) at ``X`` ``(B, D)``: mean, var ``(B, Q)``."""
-        mean, var = gaussian_marginals(self.q, self.kernel(self.Z, X), self.kernel.diag(X), Lzz)
+        mean, var = gaussian_marginals(
+            self.q, self.kernel(self.Z, X), self.kernel.diag(X), Lzz,
+            mean_x=self.latent_prior_mean(X), mean_z=self._mean_z(),
+        )
         return mean.mT, var.mT
+
+    def _mean_z(self) -> torch.Tensor | None:
+        """The prior mean at Z ``(Q, M)`` when q needs it (q over u), else None."""
+        return None if self.whiten else self.inducing_prior_mean()
 
     def expected_log_lik(self, X, y, Lzz) -> torch.Tensor:
         """``E_q[log p(y_n | f_n)]`` for each point of the batch, ``(B,)``."""
@@ -142,13 +152,13 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
 
     def kl_divergence(self, Lzz: torch.Tensor | None = None) -> torch.Tensor:
         """``sum_q KL[q(u_q) || p(u_q)]``."""
-        return self.q.kl(self.prior_factor() if Lzz is None else Lzz)
+        return self.q.kl(self.prior_factor() if Lzz is None else Lzz, self._mean_z())
 
     def objective(self, X, y, num_data):
         """Minibatch estimate of the ELBO (scaled-target units)."""
         Lzz = self.prior_factor()
         ell = self.expected_log_lik(X, y, Lzz)
-        return ell.sum() * (num_data / X.shape[0]) - self.q.kl(Lzz)
+        return ell.sum() * (num_data / X.shape[0]) - self.q.kl(Lzz, self._mean_z())
 
     def elbo(self, X, y) -> float:
         """The full-data ELBO in the targets' original units (computed in chunks)."""
@@ -162,7 +172,7 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
                 total += float(
                     self.expected_log_lik(Xt[s : s + 65536], yt[s : s + 65536], Lzz).sum()
                 )
-            total -= float(self.q.kl(Lzz))
+            total -= float(self.q.kl(Lzz, self._mean_z()))
         return total - Xt.shape[0] * self._log_scale_sum()
 
     # ---------------------------------------------------------- q(u), read and set --
@@ -173,7 +183,7 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
         (``y = y_mean + y_scale * f``), else the targets' own."""
         self._require_built()
         with torch.no_grad():
-            m, S = self.q.distribution(self.prior_factor())
+            m, S = self.q.distribution(self.prior_factor(), self.inducing_prior_mean())
         return m.detach().cpu().numpy(), S.detach().cpu().numpy()
 
     def set_variational_distribution(self, mean: Any, covariance: Any) -> None:
@@ -197,7 +207,8 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
         )
         with torch.no_grad():
             Lzz = self.prior_factor()
-        self.q.set_distribution(m.to(self.device_), S.to(self.device_), Lzz)
+            mz = self.inducing_prior_mean()
+        self.q.set_distribution(m.to(self.device_), S.to(self.device_), Lzz, mz)
         self.clear_prediction_cache()
 
     # ---------------------------------------------------------- optimal q (Gaussian) --
@@ -222,6 +233,9 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
             b = torch.zeros(Q, M, 1, dtype=self.dtype_, device=self.device_)
             for s in range(0, Xt.shape[0], 65536):
                 xc, yc = Xt[s : s + 65536], yt[s : s + 65536]
+                mx = self.prior_mean_at(xc)
+                if mx is not None:  # the GP of the deviation y - m(X)
+                    yc = yc - mx
                 A = solve_lower(Lzz, self.kernel(self.Z, xc))
                 P += A @ A.mT
                 b += A @ yc.expand(-1, Q).mT[..., None]
@@ -236,6 +250,9 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
             if not self.whiten:
                 mean = (Lzz @ mean[..., None])[..., 0]
                 R = Lzz @ R  # a product of lower-triangular factors is lower triangular
+                mz = self.inducing_prior_mean()
+                if mz is not None:
+                    mean = mean + mz
             self.q.q_mu.copy_(mean)
             self.q.q_sqrt_raw.copy_(R)
 
@@ -270,6 +287,11 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
             Lzz = self.prior_factor()
             A = solve_lower(Lzz, self.kernel(self.Z, Xn))  # (Q, M, k)
             m, S = self.q.q_mu[..., None], self.q.q_sqrt  # (Q, M, 1), (Q, M, M)
+            mz, mx = self._mean_z(), self.prior_mean_at(Xn)
+            if mz is not None:
+                m = m - mz[..., None]
+            if mx is not None:  # the GP of the deviation y - m(X)
+                Y = Y - mx
             if not self.whiten:  # to whitened coordinates
                 m, S = solve_lower(Lzz, m), solve_lower(Lzz, S)
             SA = S @ (S.mT @ A)  # Sigma A (Q, M, k)
@@ -283,6 +305,8 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
             R, _ = cholesky(0.5 * (Sigma + Sigma.mT), "conditioned q(u) covariance", jitter=0.0)
             if not self.whiten:
                 m, R = Lzz @ m, Lzz @ R
+            if mz is not None:
+                m = m + mz[..., None]
             new.q.q_mu.copy_(m[..., 0])
             new.q.q_sqrt_raw.copy_(R)
         return new
@@ -291,7 +315,7 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
     def _compute_cache(self):
         """The strategy's :class:`~latentgp.variational.PredictiveCache` (``O(M^3)``, once
         per parameter state)."""
-        return gaussian_predictive_cache(self.q, self.prior_factor())
+        return gaussian_predictive_cache(self.q, self.prior_factor(), mean_z=self._mean_z())
 
 
 class _FirstLatent:

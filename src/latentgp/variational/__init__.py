@@ -14,6 +14,7 @@ from .strategy import (
     conditional_marginals,
     gaussian_marginals,
     gaussian_predictive_cache,
+    inducing_deviation,
     predictive_cache,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "gaussian_kl",
     "gaussian_marginals",
     "gaussian_predictive_cache",
+    "inducing_deviation",
     "predictive_cache",
 ]

@@ -4,7 +4,9 @@
 ``(Q, M, M)`` lower triangular (full) or ``(Q, M)`` positive (diagonal).
 
 Whitened (default): ``u = Lzz v`` and q is over ``v`` with prior ``N(0, I)``;
-unwhitened: q is over ``u`` with prior ``N(0, Kzz)``.
+unwhitened: q is over ``u`` with prior ``N(0, Kzz)``.  With a prior mean ``m`` the prior
+of u is ``N(m(Z), Kzz)``: whitened q is over the deviation (``u = m(Z) + Lzz v``), q over
+u is over u itself; the methods that need it take ``mean_z`` ``(Q, M)`` (None: zero).
 """
 
 from __future__ import annotations
@@ -85,31 +87,42 @@ class GaussianVariational(nn.Module):
                 d = Lzz.diagonal(dim1=-2, dim2=-1) * scale
                 self.q_sqrt_raw.copy_(inv_softplus(d).to(self.q_sqrt_raw))
 
-    def kl(self, Lzz: torch.Tensor) -> torch.Tensor:
-        """``sum_q KL[q(u_q) || p(u_q)]`` (scalar) given ``Lzz`` ``(Q, M, M)`` or ``(M, M)``."""
-        return gaussian_kl(self.q_mu, self, Lzz)
+    def kl(self, Lzz: torch.Tensor, mean_z: torch.Tensor | None = None) -> torch.Tensor:
+        """``sum_q KL[q(u_q) || p(u_q)]`` (scalar) given ``Lzz`` ``(Q, M, M)`` or ``(M, M)``
+        and the prior mean at Z ``mean_z`` ``(Q, M)`` (None: zero)."""
+        q_mu = self.q_mu if mean_z is None or self.whiten else self.q_mu - mean_z
+        return gaussian_kl(q_mu, self, Lzz)
 
     def mean_and_sqrt(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.q_mu, self.q_sqrt
 
-    def distribution(self, Lzz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def distribution(
+        self, Lzz: torch.Tensor, mean_z: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean ``(Q, M)`` and covariance ``(Q, M, M)`` of q over the inducing values
-        ``u`` themselves (whitened: ``u = Lzz v``), given ``Lzz`` ``(Q, M, M)`` or
-        ``(M, M)``."""
+        ``u`` themselves (whitened: ``u = m(Z) + Lzz v``), given ``Lzz`` ``(Q, M, M)`` or
+        ``(M, M)`` and the prior mean at Z ``mean_z`` ``(Q, M)`` (None: zero)."""
         m, R = self.q_mu, self.q_sqrt
         if self.whiten:
             L = Lzz.expand(R.shape) if Lzz.ndim == 2 else Lzz
             m, R = (L @ m[..., None])[..., 0], L @ R
+            if mean_z is not None:
+                m = m + mean_z
         return m, R @ R.mT
 
     def set_distribution(
-        self, mean: torch.Tensor, covariance: torch.Tensor, Lzz: torch.Tensor
+        self,
+        mean: torch.Tensor,
+        covariance: torch.Tensor,
+        Lzz: torch.Tensor,
+        mean_z: torch.Tensor | None = None,
     ) -> None:
         """Set q to ``N(mean, covariance)`` over the inducing values ``u`` (mean
         ``(Q, M)``, covariance ``(Q, M, M)`` symmetric positive semi-definite), whatever
         the parameterisation: whitened, ``v = Lzz^{-1} u`` gets mean ``Lzz^{-1} mean``
         and covariance ``Lzz^{-1} covariance Lzz^{-T}``.  The factor is the Cholesky
-        factor of that covariance (jitter added only where it is singular).  A diagonal
+        factor of that covariance (jitter added only where it is singular).  With a prior
+        mean ``mean_z`` ``(Q, M)`` the whitened mean is ``Lzz^{-1} (mean - mean_z)``.  A diagonal
         q refuses a covariance that is not diagonal in its parameterisation."""
         Q, M = self.num_latent, self.num_inducing
         with torch.no_grad():
@@ -117,6 +130,8 @@ class GaussianVariational(nn.Module):
             C = covariance.to(self.q_mu).reshape(Q, M, M)
             if self.whiten:
                 L = (Lzz.expand(Q, M, M) if Lzz.ndim == 2 else Lzz).to(C)
+                if mean_z is not None:
+                    m = m - mean_z.to(m)
                 m = solve_lower(L, m[..., None])[..., 0]
                 C = solve_lower(L, solve_lower(L, C).mT)
             C = 0.5 * (C + C.mT)

@@ -19,6 +19,13 @@ Shapes.  ``Kzx`` ``(Q, M, B)`` (or ``(M, B)`` shared by the latents), ``Kxx_diag
 leading axes ``...`` index the components of a mixture (SAVIGP) and share ``Kzx``, ``Lzz``.
 Results are ``(..., Q, B)`` (joint covariances ``(..., Q, B, B)``).
 
+A prior mean ``f ~ GP(m, k)`` enters here, once for every model: ``mean_x`` ``(Q, B)``
+is ``m(X)`` and ``mean_z`` ``(Q, M)`` is ``m(Z)``.  Whitened q is over the deviation,
+``u = m(Z) + Lzz v``, so ``mean_n = m(x_n) + A_n^T m_w`` (``mean_z`` is not needed); q
+over u itself gives ``mean_n = m(x_n) + Kxz Kzz^{-1} (mu_u - m(Z))``
+(:func:`inducing_deviation`).  Variances do not depend on the mean.  ``None`` (the
+zero mean) adds nothing: results are bit-identical to a model without a mean.
+
 Prediction reuses one :class:`PredictiveCache` per parameter state: with
 ``alpha = Lzz^{-T} m_w`` and ``R = Lzz^{-T} (I - S_w S_w^T) Lzz^{-1}`` a chunk costs one
 product ``R Kzx``; the cache keeps the triangular-solve form where that quadratic form
@@ -51,6 +58,21 @@ def _merge_components(Lzz: torch.Tensor, q_mu: torch.Tensor, q_sqrt: torch.Tenso
     return L, q_mu.reshape(-1, M), sq
 
 
+def inducing_deviation(
+    q_mu: torch.Tensor, mean_z: torch.Tensor | None, whiten: bool
+) -> torch.Tensor:
+    """q's mean as a deviation from the prior mean: ``q_mu - m(Z)`` for q over u
+    (``q_mu`` ``(..., Q, M)``, ``mean_z`` ``(Q, M)``); whitened q (already over the
+    deviation) and the zero mean (``mean_z`` None) return ``q_mu`` unchanged."""
+    if mean_z is None or whiten:
+        return q_mu
+    return q_mu - mean_z
+
+
+def _add_mean(mean: torch.Tensor, mean_x: torch.Tensor | None) -> torch.Tensor:
+    return mean if mean_x is None else mean + mean_x
+
+
 def _clamp_var(var: torch.Tensor, kxx: torch.Tensor) -> torch.Tensor:
     """Variances clamped at ``1e-12 |k(x, x)|``: cancellation never gives a negative one."""
     return var.clamp_min(1e-12 * kxx.detach().abs().clamp_min(1e-300))
@@ -64,6 +86,9 @@ def conditional_marginals(
     q_sqrt: torch.Tensor | None,
     whiten: bool,
     q_sqrt_is_diag: bool = False,
+    *,
+    mean_x: torch.Tensor | None = None,
+    mean_z: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Marginal means and variances of q(f) at a batch of inputs.
 
@@ -76,16 +101,21 @@ def conditional_marginals(
         standard deviations if ``q_sqrt_is_diag``; None for a point mass (prior
         conditional variance).
     whiten: whether q is over ``v = Lzz^{-1} u``.
+    mean_x, mean_z: the prior mean at the batch ``(Q, B)`` and at Z ``(Q, M)`` (module
+        docstring); None for the zero mean.
 
     Returns
     -------
     mean, var: ``(..., Q, B)`` each; var is clamped at ``1e-12 |k(x, x)|``.
     """
+    q_mu = inducing_deviation(q_mu, mean_z, whiten)
     lead = tuple(q_mu.shape[:-2])
     if not lead:
-        return fast_marginals(Kzx, Kxx_diag, Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
+        mean, var = fast_marginals(Kzx, Kxx_diag, Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
+        return _add_mean(mean, mean_x), var
     if q_sqrt_is_diag and q_sqrt is not None:
-        return _diagonal_components(Kzx, Kxx_diag, Lzz, q_mu, q_sqrt, whiten)
+        mean, var = _diagonal_components(Kzx, Kxx_diag, Lzz, q_mu, q_sqrt, whiten)
+        return _add_mean(mean, mean_x), var
     Q, M = q_mu.shape[-2:]
     B = Kzx.shape[-1]
     full = lead + (Q,)
@@ -95,7 +125,7 @@ def conditional_marginals(
         Kxx_diag.expand(full + (B,)).reshape(-1, B),
         L, mu, sq, whiten, q_sqrt_is_diag,
     )
-    return mean.reshape(full + (B,)), var.reshape(full + (B,))
+    return _add_mean(mean.reshape(full + (B,)), mean_x), var.reshape(full + (B,))
 
 
 def _diagonal_components(Kzx, Kxx_diag, Lzz, q_mu, q_sd, whiten):
@@ -113,20 +143,30 @@ def _diagonal_components(Kzx, Kxx_diag, Lzz, q_mu, q_sd, whiten):
 
 
 def gaussian_marginals(
-    q, Kzx: torch.Tensor, Kxx_diag: torch.Tensor, Lzz: torch.Tensor
+    q,
+    Kzx: torch.Tensor,
+    Kxx_diag: torch.Tensor,
+    Lzz: torch.Tensor,
+    *,
+    mean_x: torch.Tensor | None = None,
+    mean_z: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`conditional_marginals` of a
     :class:`~latentgp.variational.GaussianVariational` ``q``: ``(Q, B)`` each."""
-    return conditional_marginals(Kzx, Kxx_diag, Lzz, q.q_mu, q.factor(), q.whiten, q.is_diag)
+    return conditional_marginals(
+        Kzx, Kxx_diag, Lzz, q.q_mu, q.factor(), q.whiten, q.is_diag,
+        mean_x=mean_x, mean_z=mean_z,
+    )
 
 
 @dataclass(frozen=True)
 class PredictiveCache:
     """The factors that prediction reuses for one parameter state.
 
-    ``Lzz`` ``(Q, M, M)``; q's ``q_mu`` ``(..., Q, M)`` and ``q_sqrt`` as in
-    :func:`conditional_marginals`; ``alpha`` ``(..., Q, M)`` and ``R`` ``(..., Q, M, M)``
-    when the quadratic-form path is used (else None: chunks take the solve path).
+    ``Lzz`` ``(Q, M, M)``; q's ``q_mu`` ``(..., Q, M)`` (a deviation from the prior
+    mean, :func:`inducing_deviation`) and ``q_sqrt`` as in :func:`conditional_marginals`;
+    ``alpha`` ``(..., Q, M)`` and ``R`` ``(..., Q, M, M)`` when the quadratic-form path
+    is used (else None: chunks take the solve path).
     """
 
     Lzz: torch.Tensor
@@ -148,10 +188,14 @@ def predictive_cache(
     q_sqrt: torch.Tensor | None,
     whiten: bool,
     q_sqrt_is_diag: bool = False,
+    *,
+    mean_z: torch.Tensor | None = None,
 ) -> PredictiveCache:
     """Build the :class:`PredictiveCache` of q in ``O(M^3)`` per latent and component
     (diagonal components on a leading axis keep the solve path: it shares one projection
-    across them)."""
+    across them).  ``mean_z`` ``(Q, M)``: the prior mean at Z (None: zero); the
+    prediction then adds ``m(X)`` (``mean_x`` of :func:`cached_marginals`)."""
+    q_mu = inducing_deviation(q_mu, mean_z, whiten)
     lead = tuple(q_mu.shape[:-2])
     if not quad_form_affordable(Lzz) or (lead and q_sqrt_is_diag):
         return PredictiveCache(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
@@ -170,33 +214,45 @@ def predictive_cache(
     )
 
 
-def gaussian_predictive_cache(q, Lzz: torch.Tensor) -> PredictiveCache:
+def gaussian_predictive_cache(
+    q, Lzz: torch.Tensor, *, mean_z: torch.Tensor | None = None
+) -> PredictiveCache:
     """:func:`predictive_cache` of a :class:`~latentgp.variational.GaussianVariational`."""
-    return predictive_cache(Lzz, q.q_mu, q.factor(), q.whiten, q.is_diag)
+    return predictive_cache(Lzz, q.q_mu, q.factor(), q.whiten, q.is_diag, mean_z=mean_z)
 
 
 def cached_marginals(
-    cache: PredictiveCache, Kzx: torch.Tensor, Kxx_diag: torch.Tensor
+    cache: PredictiveCache,
+    Kzx: torch.Tensor,
+    Kxx_diag: torch.Tensor,
+    *,
+    mean_x: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Marginals ``(..., Q, B)`` of q(f) from a :class:`PredictiveCache` (no gradients
-    needed: prediction).  Quadratic form: ``mean = Kzx^T alpha``,
-    ``var = kxx - diag(Kzx^T R Kzx)``; otherwise :func:`conditional_marginals`."""
+    needed: prediction).  Quadratic form: ``mean = m(X) + Kzx^T alpha``,
+    ``var = kxx - diag(Kzx^T R Kzx)``; otherwise :func:`conditional_marginals`.
+    ``mean_x`` ``(Q, B)``: the prior mean at the batch (None: zero)."""
     if cache.R is None:
         return conditional_marginals(
             Kzx, Kxx_diag, cache.Lzz, cache.q_mu, cache.q_sqrt, cache.whiten,
-            cache.q_sqrt_is_diag,
+            cache.q_sqrt_is_diag, mean_x=mean_x,
         )
     mean = (cache.alpha[..., None, :] @ Kzx)[..., 0, :]  # a matrix product, not a reduction
     var = Kxx_diag - (Kzx * (cache.R @ Kzx)).sum(-2)
-    return mean, _clamp_var(var, Kxx_diag)
+    return _add_mean(mean, mean_x), _clamp_var(var, Kxx_diag)
 
 
 def conditional_covariance(
-    cache: PredictiveCache, Kzx: torch.Tensor, Kxx: torch.Tensor
+    cache: PredictiveCache,
+    Kzx: torch.Tensor,
+    Kxx: torch.Tensor,
+    *,
+    mean_x: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean ``(..., Q, B)`` and joint covariance ``(..., Q, B, B)`` of q(f) at a batch.
 
-    ``Kxx`` ``(Q, B, B)`` (or ``(B, B)``): the prior covariance of the batch.
+    ``Kxx`` ``(Q, B, B)`` (or ``(B, B)``): the prior covariance of the batch; ``mean_x``
+    ``(..., Q, B)`` the prior mean there (None: zero).
     ``cov = Kxx - A^T A + (S^T W)^T (S^T W)`` with ``A = Lzz^{-1} Kzx`` and ``W = A``
     (whitened) or ``Lzz^{-T} A``.
     """
@@ -210,4 +266,4 @@ def conditional_covariance(
         S = torch.diag_embed(cache.q_sqrt) if cache.q_sqrt_is_diag else cache.q_sqrt
         SW = S.mT @ W
         cov = cov + SW.mT @ SW
-    return mean, cov
+    return _add_mean(mean, mean_x), cov

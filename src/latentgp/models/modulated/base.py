@@ -195,6 +195,8 @@ class ModulatedGP(InducingInputs, MixturePredictive, GPModel):
 
     default_optimizer = "adam"
     default_lr = 0.005
+    #: SLGP's conditional over latent inputs is for zero-mean GPs (no ``mean=``)
+    supports_mean = False
 
     def __init__(
         self,

@@ -118,6 +118,9 @@ class QSGP(GPModel):
     Hyperparameters = Hyperparameters
 
     default_optimizer = "adagrad"
+    #: QSGP's estimators are for a zero-mean weight-space prior (its closed forms and
+    #: control variates assume f = Phi w with w ~ N(0, Sigma)): no ``mean=``
+    supports_mean = False
     #: QSGP's sparse steps are the method's own (no MAP term, no projections)
     supports_hyperpriors = False
     default_lr = 0.1
