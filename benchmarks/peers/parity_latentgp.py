@@ -105,7 +105,7 @@ def train(cmd):
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
-    return {"times": times, "loss": float(loss)}
+    return {"times": times, "loss": float(loss.detach())}
 
 
 def evaluate(cmd):
