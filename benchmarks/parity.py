@@ -546,17 +546,17 @@ path, not just reach the same end.
   cut-points at noise scale 1. With three classes both have the freedom this data needs
   and both settle within 100 steps at the same NLPD.
 
-**Settling.** NB and ordinal are flat for the last half of their steps. SARCOS moved
-0.018 in the second half (latentgp and GPyTorch alike, 0.278 to 0.260, with +-0.01 swings
+**Settling.** NB and ordinal are flat for the last half of their steps. SARCOS moved 0.018
+in the second half (latentgp and GPyTorch alike, 0.278 to 0.260, with +-0.01 swings
 between blocks from the minibatches): settled to about 0.01. Meats had not quite settled
 after 3,000 full-batch steps (latentgp -0.190 to -0.306, GPyTorch -0.183 to -0.322, with
 swings of 0.05 between blocks, the same in both): the gap of 0.016 between them is inside
-that swing. In a probe with latentgp alone, a larger learning rate (0.03) made the
-meats objective jump rather than converge faster, so the run keeps 0.01. The spectral
-mixture's training loss falls to the end while its extrapolation NLPD is best at 750 steps (1.18) and then rises to
-1.67-1.71 in both libraries: more fitting of the 1988-2009 record makes the forecast of
-2010-2017 worse, for GPyTorch exactly as for latentgp. These are the models' results,
-not tuned ones: nothing was chosen on the test split.
+that swing. In a probe with latentgp alone, a larger learning rate (0.03) made the meats
+objective jump rather than converge faster, so the run keeps 0.01. The spectral mixture's
+training loss falls to the end while its extrapolation NLPD is best at 750 steps (1.18)
+and then rises to 1.67-1.71 in both libraries: more fitting of the 1988-2009 record makes
+the forecast of 2010-2017 worse, for GPyTorch exactly as for latentgp. These are the
+models' results, not tuned ones: nothing was chosen on the test split.
 
 **Time per step.** latentgp takes less time per step than GPyTorch everywhere (LMC 2.2-2.3x,
 negative binomial 1.6x, spectral mixture about the same) and more than GPflow's compiled
