@@ -73,6 +73,27 @@ def test_separate_inducing_inputs_per_latent(X):
     assert m.kernel.lengthscale.shape == (2, 2)
 
 
+@pytest.mark.parametrize("model", ["svgp", "savigp"])
+def test_a_shared_start_with_separate_inducing_inputs_gives_each_latent_its_own(X, model):
+    """``Z`` ``(M, D)`` with ``shared_inducing=False`` is the start of each latent's own
+    set (as GPflow's SeparateIndependent and GPyTorch's LMC are usually started), not a
+    silently shared one: the latents' sets part as they train."""
+    y = torch.stack([torch.sin(X[:, 0]), torch.cos(2.0 * X[:, 1])], 1)
+    Z0 = X[::60].clone()
+    if model == "svgp":
+        m = lg.SVGP(Z=Z0, shared_inducing=False)
+    else:
+        m = lg.SAVIGP(Z=Z0, shared_inducing=False, likelihood="gaussian")
+    m.initialize(X, y)
+    assert not m.shared_inducing and m.Z.shape == (2, *Z0.shape)
+    torch.testing.assert_close(m.Z.detach(), Z0.expand(2, *Z0.shape))
+    m.fit(X, y, max_steps=30, seed=0, progress=False)
+    assert (m.Z[0] - m.Z[1]).abs().max() > 1e-3
+    shared = lg.SVGP(Z=Z0)  # the default still shares a 2-D Z
+    shared.initialize(X, y)
+    assert shared.shared_inducing and shared.Z.shape == Z0.shape
+
+
 def test_callback_can_stop_and_tolerance_stops(X):
     y = torch.sin(X[:, 0])
     seen = []

@@ -179,6 +179,15 @@ EXPERIMENTS: dict[str, Experiment] = {
             quick_overwrites=False,
         ),
         Experiment(
+            "parity",
+            "parity.py",
+            "issue 25: LMC, negative binomial, ordinal and spectral mixture against GPflow "
+            "and GPyTorch on real data (needs the peers' environments; --quick: temp dir)",
+            ("docs/results/parity.md",),
+            results_dir=("--out", "parity.md"),
+            quick_overwrites=False,
+        ),
+        Experiment(
             "bo_heteroscedastic",
             "bo_heteroscedastic.py",
             "BoTorch qLogNEI on a heteroscedastic Branin: SHGP vs SingleTaskGP "
@@ -355,8 +364,10 @@ def _run_commands(exp: Experiment, cmds: list[list[str]], root: Path, show: bool
             if not show:
                 for line in tail:
                     print(line, file=sys.stderr)
-            print(f"{PROG}: error: {exp.name} failed (exit status {code}) in: "
-                  f"{' '.join(c)}", file=sys.stderr)
+            print(
+                f"{PROG}: error: {exp.name} failed (exit status {code}) in: {' '.join(c)}",
+                file=sys.stderr,
+            )
             return EXIT_FAILURE
     return EXIT_OK
 

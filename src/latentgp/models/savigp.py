@@ -95,7 +95,8 @@ class SAVIGP(InducingInputs, GPModel):
     prior: a :class:`Prior`: constant prior ``mean`` and initial kernel ``variance`` per
         latent.
     learn_hyperparameters, learn_inducing: optimise kernel parameters / Z.
-    Z: initial inducing inputs ``(M, D)`` or ``(Q, M, D)``.
+    Z: initial inducing inputs ``(M, D)`` (shared, or with ``shared_inducing=False`` the
+        start of every latent's own set) or ``(Q, M, D)``.
     inducing_init: ``"kmeans"`` or ``"random"`` (a subset of the data, as the paper).
     shared_inducing: one set of inducing inputs for all latents.
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
@@ -184,7 +185,8 @@ class SAVIGP(InducingInputs, GPModel):
         shared = self._store_inducing_args(
             num_inducing, Z, learn, inducing_init, inits=("kmeans", "random"), required=False
         )
-        self.shared_inducing = (bool(shared_inducing) if shared is None else shared) or self.dense
+        # as SVGP: a 2-D Z with shared_inducing=False starts every latent's own set
+        self.shared_inducing = (bool(shared_inducing) and shared is not False) or self.dense
 
     # ----------------------------------------------------------------- config --
     def get_config(self):

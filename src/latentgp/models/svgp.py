@@ -43,7 +43,8 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
     ----------
     num_inducing: M (ignored when ``Z`` is given).
     likelihood, kernel: names or objects (see :class:`GPModel`).
-    Z: initial inducing inputs ``(M, D)`` (shared) or ``(Q, M, D)``.
+    Z: initial inducing inputs ``(M, D)`` (shared, or with ``shared_inducing=False`` the
+        start of every latent's own set) or ``(Q, M, D)`` (one set per latent).
     num_latent: Q; default: the likelihood's latent dimension, or the number of target
         columns for independent multi-output regression.
     shared_inducing: one set of inducing inputs for all Q latents.
@@ -79,7 +80,9 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
         self._num_latent_arg = (
             None if num_latent is None else check_positive_int(num_latent, "num_latent")
         )
-        self.shared_inducing = bool(shared_inducing) if shared is None else shared
+        # a 3-D Z is one set per latent; a 2-D Z is shared unless shared_inducing=False
+        # asks for separate sets, which then each start at a copy of it
+        self.shared_inducing = bool(shared_inducing) and shared is not False
         self.covariance, self.whiten = covariance, bool(whiten)
 
     def get_config(self):
