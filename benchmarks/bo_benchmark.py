@@ -5,14 +5,20 @@ Issue 28's Done-when: Hartmann-6 and Branin, qLogNoisyExpectedImprovement with
 by ``latentgp.botorch.LatentGPModel`` should reach a median final regret within 1.2x of
 ``SingleTaskGP``'s, in the same run, with wall time reported for both.
 
-Both models see the same inputs (the problem's box mapped to the unit cube), the same
+All models see the same inputs (the problem's box mapped to the unit cube), the same
 initial Sobol points per seed, the same acquisition settings (q = 1, ``--restarts``
 restarts, ``--raw`` raw samples, 128 quasi-MC samples) and are refit from scratch at every
-iteration: ``ExactGP().fit(X, y)`` (its defaults: ARD SE kernel, standardised targets,
-L-BFGS, maximum likelihood), the same set up as SingleTaskGP is (its priors, MAP with
-``set_prior``, and its noise floor 1e-4 with ``set_bounds``), and ``SingleTaskGP(X, y)``
-+ ``fit_gpytorch_mll`` (its defaults in BoTorch 0.18: ARD RBF kernel with
-dimension-scaled priors, standardised outcomes).
+iteration:
+
+- ``latentgp.default_model``: ``latentgp.botorch.default_model(X, y)``, latentgp's
+  documented BO default, an ExactGP set up as BoTorch 0.18's ``SingleTaskGP`` is (ARD RBF,
+  dimension-scaled lengthscale prior, noise prior and floor 1e-4, a learned constant mean,
+  signal variance 1 on standardised targets), fitted by latentgp's L-BFGS (MAP);
+- ``latentgp.ExactGP`` (``--models`` to include it): ``ExactGP().fit(X, y)`` with its
+  general-purpose defaults (zero mean on standardised targets, learned signal variance,
+  maximum likelihood, noise floor 1e-6);
+- ``botorch.SingleTaskGP``: ``SingleTaskGP(X, y)`` + ``fit_gpytorch_mll`` (its defaults).
+
 Objectives are noise-free; the regret is the optimum minus the best value observed.
 
     .venv/bin/python benchmarks/bo_benchmark.py [--seeds 0 1 2] [--iterations 40]
@@ -25,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import time
 
@@ -42,7 +47,7 @@ from machine import describe as describe_machine
 from machine import package_version, stamp
 
 import latentgp as lg
-from latentgp.botorch import LatentGPModel
+from latentgp.botorch import LatentGPModel, default_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(os.path.dirname(HERE), "docs", "results")
@@ -70,17 +75,9 @@ def fit_latentgp(X, y):
     return fit_or_restored(lg.ExactGP(), X, y)
 
 
-def fit_latentgp_priors(X, y):
-    """ExactGP set up as SingleTaskGP is (BoTorch 0.18): lengthscale prior
-    LogNormal(sqrt(2) + log(d) / 2, sqrt(3)), noise prior LogNormal(-4, 1) and noise at
-    least 1e-4 (standardised units)."""
-    d = X.shape[-1]
-    model = lg.ExactGP()
-    model.set_prior("kernel.lengthscale", lg.priors.LogNormal(math.sqrt(2) + math.log(d) / 2,
-                                                               math.sqrt(3)))
-    model.set_prior("likelihood.variance", lg.priors.LogNormal(-4.0, 1.0))
-    model.set_bounds("likelihood.variance", lower=1e-4)
-    return fit_or_restored(model, X, y)
+def fit_latentgp_default(X, y):
+    """latentgp's BO default (``latentgp.botorch.default_model``)."""
+    return fit_or_restored(default_model(X, y, fit=False).wrapped, X, y)
 
 
 def fit_singletask(X, y):
@@ -90,10 +87,12 @@ def fit_singletask(X, y):
 
 
 MODELS = {
+    "latentgp.default_model": fit_latentgp_default,
     "latentgp.ExactGP": fit_latentgp,
-    "latentgp.ExactGP+priors": fit_latentgp_priors,
     "botorch.SingleTaskGP": fit_singletask,
 }
+#: the models a run includes unless --models says otherwise
+DEFAULT_MODELS = ("latentgp.default_model", "botorch.SingleTaskGP")
 
 
 def iterate(fit, X, y, evaluate, unit, args):
@@ -156,7 +155,7 @@ def load_rows() -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def summarise(rows: list[dict]) -> None:
+def summarise(rows: list[dict], models: tuple[str, ...]) -> None:
     lines = [
         "# Bayesian optimisation: latentgp's ExactGP against BoTorch's SingleTaskGP",
         "",
@@ -179,9 +178,9 @@ def summarise(rows: list[dict]) -> None:
         # only the seeds that every model finished, so that the medians compare like
         seeds = set.intersection(*(
             {r["seed"] for r in rows if r["problem"] == problem and r["model"] == model}
-            for model in MODELS
+            for model in models
         ))
-        for model in MODELS:
+        for model in models:
             rs = sorted((r for r in rows if r["problem"] == problem and r["model"] == model
                          and r["seed"] in seeds), key=lambda r: r["seed"])
             if not rs:
@@ -199,14 +198,21 @@ def summarise(rows: list[dict]) -> None:
     lines += ["", "Ratio of median final regrets, latentgp / SingleTaskGP (target <= 1.2):", ""]
     for problem in PROBLEMS:
         b = medians.get((problem, "botorch.SingleTaskGP"))
-        for name in ("latentgp.ExactGP", "latentgp.ExactGP+priors"):
+        for name in (m for m in models if m.startswith("latentgp.")):
             a = medians.get((problem, name))
             if a is not None and b is not None:
                 ratio = a / b if b > 0 else float("inf") if a > 0 else 1.0
                 lines.append(f"- {problem}, {name}: {a:.4g} / {b:.4g} = {ratio:.2f}")
     lines.append("")
-    with open(os.path.join(RESULTS, "bo_benchmark.md"), "w") as fh:
-        fh.write("\n".join(lines))
+    page = os.path.join(RESULTS, "bo_benchmark.md")
+    kept = ""  # the hand-written sections after the table ("## ..." headings) stay
+    if os.path.exists(page):
+        with open(page) as fh:
+            old = fh.read()
+        if "\n## " in old:
+            kept = "\n" + old[old.index("\n## ") + 1:]
+    with open(page, "w") as fh:
+        fh.write("\n".join(lines) + kept)
 
 
 def main() -> None:
@@ -216,20 +222,21 @@ def main() -> None:
     ap.add_argument("--restarts", type=int, default=5)
     ap.add_argument("--raw", type=int, default=256)
     ap.add_argument("--problems", nargs="+", default=list(PROBLEMS))
+    ap.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS), choices=list(MODELS))
     ap.add_argument("--quick", action="store_true",
                     help="seed 0, 3 iterations, small acquisition budget; writes nothing")
     args = ap.parse_args()
     if args.quick:
         args.iterations, args.restarts, args.raw = 3, 2, 32
         for problem in args.problems:
-            for model in MODELS:
+            for model in args.models:
                 print(json.dumps(run_one(problem, model, 0, args)), flush=True)
         return
     rows = load_rows()
     done = {(r["problem"], r["model"], r["seed"], r["iterations"]) for r in rows}
     for seed in args.seeds:
         for problem in args.problems:
-            for model in MODELS:
+            for model in args.models:
                 if (problem, model, seed, args.iterations) in done:
                     continue
                 row = stamp(run_one(problem, model, seed, args))
@@ -237,8 +244,8 @@ def main() -> None:
                 rows.append(row)
                 with open(ROWS, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
-                summarise(rows)
-    summarise(rows)
+                summarise(rows, tuple(args.models))
+    summarise(rows, tuple(args.models))
 
 
 if __name__ == "__main__":

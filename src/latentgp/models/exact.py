@@ -1,6 +1,9 @@
-"""Exact GP regression: ``y = f + eps``, ``f ~ GP(0, k)``, Gaussian noise.
+"""Exact GP regression: ``y = f + eps``, ``f ~ GP(c, k)``, Gaussian noise.
 
-log p(y) = -1/2 y^T (K + s^2 I)^{-1} y - 1/2 log|K + s^2 I| - N/2 log 2 pi,
+``c`` is 0 (``mean="zero"``, the default: the prior mean is the targets' mean, as they are
+standardised) or a learned constant (``mean="constant"``, in the scaled units, as
+BoTorch's ``SingleTaskGP`` and GPyTorch's ``ConstantMean``).  With ``r = y - c``,
+log p(y) = -1/2 r^T (K + s^2 I)^{-1} r - 1/2 log|K + s^2 I| - N/2 log 2 pi,
 computed from one Cholesky factor; O(N^3) time, O(N^2) memory.  Prediction reuses
 the factor (cached until the parameters change).
 """
@@ -58,6 +61,13 @@ class ExactGP(PathwiseSampling, GPModel):
     full data by default.
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
     ``dtype``, ``noise_variance``.
+
+    ``mean``: ``"zero"`` (default; the prior mean is the targets' mean when they are
+    standardised) or ``"constant"`` (a learned constant per output column, the parameter
+    ``mean_constant`` ``(P,)`` in the scaled units).  Far from the data the posterior
+    mean returns to it: with a few high values among many low ones (an optimiser's
+    samples) the learned constant sits below the targets' mean, where the zero mean
+    would call the unexplored space promising (issue 28's Hartmann-6 benchmark).
     """
 
     default_optimizer = "lbfgs"
@@ -73,9 +83,13 @@ class ExactGP(PathwiseSampling, GPModel):
         kernel: str | Kernel | None = "rbf",
         *,
         likelihood: str | Likelihood = "gaussian",
+        mean: str = "zero",
         **common: Any,
     ) -> None:
+        if mean not in ("zero", "constant"):
+            raise ValueError(f"mean must be 'zero' or 'constant', got {mean!r}")
         super().__init__(kernel, likelihood, **common)
+        self.mean = mean
         if not isinstance(self.likelihood, Gaussian):
             raise ValueError(
                 "ExactGP needs a Gaussian likelihood (the posterior is only tractable then); "
@@ -90,7 +104,23 @@ class ExactGP(PathwiseSampling, GPModel):
         self.X_train = torch.zeros(num_data, input_dim, dtype=self.dtype_)
         shape = (num_data,) if output_dim == 1 else (num_data, output_dim)
         self.y_train = torch.zeros(shape, dtype=self.dtype_)
+        if self.mean == "constant":
+            self.mean_constant = torch.nn.Parameter(torch.zeros(output_dim, dtype=self.dtype_))
         self.to(dtype=self.dtype_, device=self.device_)
+
+    def get_config(self) -> dict[str, Any]:  # noqa: D102 - see GPModel.get_config
+        cfg = super().get_config()
+        if self.mean != "zero":
+            cfg["mean"] = self.mean
+        return cfg
+
+    def prior_mean(self) -> torch.Tensor:
+        """The prior mean ``c`` ``(P,)`` in the scaled units the model trains in (zeros
+        with ``mean="zero"``)."""
+        self._require_built()
+        if self.mean == "constant":
+            return self.mean_constant
+        return torch.zeros(self.output_dim, dtype=self.dtype_, device=self.device_)
 
     def _build_args(self):
         return {**super()._build_args(), "num_data": int(self.X_train.shape[0])}
@@ -132,7 +162,7 @@ class ExactGP(PathwiseSampling, GPModel):
         K = K + self.likelihood.variance * torch.eye(N, dtype=K.dtype, device=K.device)
         with torch.no_grad():
             L, self.last_jitter = cholesky(K.detach(), "K + noise", jitter=0.0)
-        return _GaussianLogMarginal.apply(K, L, y.reshape(N, -1))
+        return _GaussianLogMarginal.apply(K, L, y.reshape(N, -1) - self.prior_mean())
 
     def log_marginal_likelihood(self) -> float:
         """log p(y) of the training targets in their original units."""
@@ -142,7 +172,7 @@ class ExactGP(PathwiseSampling, GPModel):
         return float(v) - self.X_train.shape[0] * self._log_scale_sum()
 
     def _compute_cache(self):
-        X, Y = self.X_train, self.y_train.reshape(self.X_train.shape[0], -1)
+        X, Y = self.X_train, self.y_train.reshape(self.X_train.shape[0], -1) - self.prior_mean()
         N = X.shape[0]
         K = self.kernel(X) + self.likelihood.variance * torch.eye(N, dtype=X.dtype, device=X.device)
         L, _ = cholesky(K, "K + noise", jitter=0.0)
@@ -155,7 +185,7 @@ class ExactGP(PathwiseSampling, GPModel):
     def _predict_f_chunk(self, Xs, cache):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)  # (N, B)
-        mean = Kxs.mT @ alpha  # (B, P)
+        mean = Kxs.mT @ alpha + self.prior_mean()  # (B, P)
         V = L.solve_lower(Kxs)
         var = (self.kernel.diag(Xs) - V.square().sum(0)).clamp_min(1e-12)
         return mean, var[:, None].expand_as(mean)
@@ -163,7 +193,7 @@ class ExactGP(PathwiseSampling, GPModel):
     def _predict_f_full(self, Xs, cache):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)
-        mean = Kxs.mT @ alpha
+        mean = Kxs.mT @ alpha + self.prior_mean()
         V = L.solve_lower(Kxs)
         cov = self.kernel(Xs) - V.mT @ V  # (..., B, B)
         return mean, cov[..., None, :, :].expand(*cov.shape[:-2], mean.shape[-1], *cov.shape[-2:])
@@ -207,7 +237,8 @@ class ExactGP(PathwiseSampling, GPModel):
             # alpha_2 = S^{-1} (y_2 - K12^T alpha_1), alpha_1 = alpha_1 - L^{-T} B alpha_2
             rows = L_new.T[-k:]
             B, L22 = rows[:, : L.size].mT, rows[:, L.size :]
-            a2 = cho_solve(L22, yn.reshape(k, -1) - K12.mT @ alpha)
+            r2 = yn.reshape(k, -1) - self.prior_mean()
+            a2 = cho_solve(L22, r2 - K12.mT @ alpha)
             a1 = alpha - L.solve_upper_t(B @ a2)
             new._set_prediction_cache((L_new, torch.cat([a1, a2])))
         return new

@@ -158,7 +158,7 @@ def exact_paths(model, num_paths: int, seed: int | None, num_features: int) -> P
     S, m, gen = _draws(num_paths, num_features, seed)
     L, _ = model.prediction_cache()
     X, N = model.X_train, model.X_train.shape[0]
-    Y = model.y_train.reshape(N, -1)
+    Y = model.y_train.reshape(N, -1) - model.prior_mean().detach()
     Q = Y.shape[1]
     with torch.no_grad():
         feats, ls, var, centre = _features_of(model.kernel, m, gen, Q, X)
@@ -167,6 +167,7 @@ def exact_paths(model, num_paths: int, seed: int | None, num_features: int) -> P
         noise = model.likelihood.variance.detach().sqrt() * _randn(gen, Q, N, S, like=Y)
         coef = L.solve_upper_t(L.solve_lower(Y.mT[..., None] - prior_X - noise))  # (Q, N, S)
     offset, scale = _latent_scaling(model, Q)
+    offset = offset + scale * model.prior_mean().detach()  # paths of f ~ GP(c, k)
     return PathwiseSamples(
         kernel=model.kernel, features=feats, lengthscale=ls, variance=var, centre=centre,
         weights=w, anchors=X.detach().clone(), coef=coef, offset=offset, scale=scale,
