@@ -38,10 +38,14 @@ other families) the wrapped posterior's joint Gaussian is conditioned on the obs
 with their Gaussian noise (:class:`ConditionedModel`): exact for ExactGP (the same
 posterior as ``condition_on``), and for the approximate models a conditioning of their
 Gaussian predictive, not a new variational fit.  The wrapped model is never changed.
+
+:func:`default_model` is latentgp's Bayesian-optimisation default: an ExactGP set up as
+BoTorch's own ``SingleTaskGP`` is (see its docstring), fitted and wrapped.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -56,14 +60,80 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         "latentgp.botorch needs BoTorch: pip install 'latentgp[bo]'"
     ) from err
 
+from .kernels import RBF
 from .likelihoods import Gaussian, ScaleModulatedGaussian
 from .linalg import cholesky, solve_lower
 from .mixtures import mixture_joint_moments
 from .models import SAVIGP, SVGP, BatchedExactGP, ExactGP, GPModel, SparseGP
 from .models.modulated.base import MixturePredictive
+from .priors import LogNormal
 from .variational import conditional_covariance
 
-__all__ = ["ConditionedModel", "LatentGPModel"]
+__all__ = ["ConditionedModel", "LatentGPModel", "default_model"]
+
+#: noise floor and smallest lengthscale of :func:`default_model` (BoTorch 0.18's
+#: ``MIN_INFERRED_NOISE_LEVEL`` and its lengthscale constraint)
+MIN_NOISE, MIN_LENGTHSCALE = 1e-4, 0.025
+
+
+def default_model(
+    train_X: torch.Tensor,
+    train_Y: torch.Tensor,
+    *,
+    mean: str = "constant",
+    fit: bool = True,
+    **fit_options: Any,
+) -> LatentGPModel:
+    """An ExactGP for Bayesian optimisation, fitted to ``train_X`` ``(n, d)`` (inputs
+    scaled to the unit cube, as BoTorch expects) and ``train_Y`` ``(n, 1)`` (or ``(n,)``),
+    and wrapped: latentgp's counterpart of BoTorch 0.18's ``SingleTaskGP`` defaults
+    (Hvarfner et al. 2024, "Vanilla Bayesian optimization performs great in high
+    dimensions"):
+
+    - targets standardised (mean, standard deviation with N - 1), a learned constant
+      prior mean (``mean="constant"``), signal variance fixed at 1;
+    - ARD RBF kernel, lengthscale prior ``LogNormal(sqrt(2) + log(d) / 2, sqrt(3))``
+      (dimension-scaled, so that in 6-D the few points of a BO run do not drive the
+      lengthscales to 0 or to 10^4), lengthscales at least 0.025, starting at the
+      prior's mode;
+    - noise prior ``LogNormal(-4, 1)``, noise at least 1e-4 (standardised units),
+      starting at the prior's mode;
+    - MAP by latentgp's L-BFGS (``fit_options`` go to ``ExactGP.fit``).
+
+    ``mean="zero"`` keeps the prior mean at the targets' mean instead (ExactGP's general
+    default; on Hartmann-6 it costs BO a factor of several in regret, see the benchmark).
+    ``fit=False`` returns the model initialised, not fitted (``.wrapped.fit(...)`` fits
+    it).  Why these defaults: ``docs/results/bo_benchmark.md``.
+    """
+    if not isinstance(train_X, torch.Tensor) or not isinstance(train_Y, torch.Tensor):
+        raise TypeError("train_X and train_Y must be torch tensors")
+    if train_X.ndim != 2:
+        raise ValueError(f"train_X must be (n, d), got shape {tuple(train_X.shape)}")
+    y = train_Y[:, 0] if train_Y.ndim == 2 and train_Y.shape[1] == 1 else train_Y
+    if y.ndim != 1 or y.shape[0] != train_X.shape[0]:
+        raise ValueError(
+            f"train_Y must be (n, 1) or (n,) with n = {train_X.shape[0]}, got shape "
+            f"{tuple(train_Y.shape)}"
+        )
+    d = train_X.shape[1]
+    loc, scale = math.sqrt(2.0) + 0.5 * math.log(d), math.sqrt(3.0)
+    ls_prior, noise_prior = LogNormal(loc, scale), LogNormal(-4.0, 1.0)
+    model = ExactGP(
+        RBF(lengthscale=math.exp(loc - scale**2)),  # the prior's mode
+        mean=mean,
+        noise_variance=math.exp(-4.0 - 1.0),
+        dtype=train_X.dtype if train_X.dtype.is_floating_point else None,
+        device=train_X.device,
+    )
+    model.set_prior("kernel.lengthscale", ls_prior)
+    model.set_bounds("kernel.lengthscale", lower=MIN_LENGTHSCALE)
+    model.set_prior("likelihood.variance", noise_prior)
+    model.set_bounds("likelihood.variance", lower=MIN_NOISE)
+    model.initialize(train_X, y)
+    model.kernel.raw_variance.requires_grad_(False)  # the signal variance stays 1
+    if fit:
+        model.fit(train_X, y, **fit_options)
+    return LatentGPModel(model)
 
 
 def _unscale(model: GPModel, mean: torch.Tensor, cov: torch.Tensor):

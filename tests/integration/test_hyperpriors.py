@@ -80,3 +80,35 @@ def test_bad_names_and_values_are_refused():
         lg.ExactGP().set_bounds("kernel.lengthscale", 2.0, 1.0)
     with pytest.raises(ValueError, match="LogNormal scale must be a positive"):
         lg.priors.LogNormal(0.0, -1.0)
+
+
+@pytest.mark.parametrize("side", ["lower", "upper"])
+def test_a_one_sided_bound_projects_to_a_finite_value(side):
+    # the projection once clamped to ``hi - 1e-9 * abs(hi)`` = inf - inf = nan for an open
+    # upper side (and -inf + inf for an open lower side), writing NaN into the parameter
+    X, y = _data()
+    m = lg.ExactGP().fit(X, y, max_steps=2, seed=0)
+    if side == "lower":
+        m.set_bounds("likelihood.variance", lower=0.5)
+    else:
+        m.set_bounds("kernel.lengthscale", upper=0.2)
+    name = "likelihood.variance" if side == "lower" else "kernel.lengthscale"
+    value = float(m.likelihood.variance.detach() if side == "lower"
+                  else m.kernel.lengthscale.detach())
+    assert math.isfinite(value)
+    assert abs(value - (0.5 if side == "lower" else 0.2)) < 1e-6, name
+
+
+def test_a_noise_floor_on_noise_free_clustered_data_fits():
+    # Bayesian optimisation's situation (issue 28): noise-free values at points that
+    # cluster near an optimum push the noise against its lower bound at every step; each
+    # projection wrote NaN (above), and the fit gave up with FloatingPointError
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.uniform(0, 1, (10, 2)), 0.5 + 0.01 * rng.normal(size=(25, 2))])
+    y = np.sin(6 * X[:, 0]) + np.cos(4 * X[:, 1])
+    m = lg.ExactGP().set_bounds("likelihood.variance", lower=1e-4)
+    m.set_prior("likelihood.variance", lg.priors.LogNormal(-4.0, 1.0))
+    m.fit(X, y, seed=0)
+    noise = float(m.likelihood.variance.detach())
+    assert 1e-4 <= noise < 1.01e-4  # the floor is active and respected
+    assert not any("non-finite" in str(e) for e in m.history_.events)

@@ -122,6 +122,8 @@ class GradientTask(RestoringTask):
                     closure.value = float(value)
                     return loss.clone()
             opt.zero_grad(set_to_none=True)
+            # evaluate inside the box: L-BFGS's line search moves the parameters itself
+            model.apply_bounds()
             # MAP: the log prior of the hyperparameters (0 without priors) joins each part
             obj = model.objective(xb, yb, self.N * weight) + model.log_prior()
             value = obj.detach().clone().reshape(())
@@ -133,6 +135,7 @@ class GradientTask(RestoringTask):
                 loss.backward()
                 if W > 1:
                     self.reduce.mean_([p.grad for p in params if p.grad is not None])
+                model.project_gradients()  # a value held at its bound stays there
             if math.isnan(closure.value):  # value at the parameters the step starts from
                 closure.value = float(value)
             out = loss if W == 1 else -value * scale
