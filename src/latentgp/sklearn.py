@@ -313,10 +313,11 @@ class GPClassifier(ClassifierMixin, _GPBase):
     optimizer: ``"auto"``, ``"lbfgs"`` or ``"adam"``.  ``"auto"``: full-batch L-BFGS for
         up to ``max_full_batch`` training rows (and no ``batch_size``) where the objective
         is deterministic (binary classes, counts; multi-class softmax fits are integrated
-        by Monte Carlo and use Adam), minibatch Adam otherwise.  With L-BFGS the inducing inputs stay where k-means placed them (every row
-        when ``num_inducing`` is at least the number of rows) and the fit stops on the
-        relative tolerance :data:`FULL_BATCH_TOL`; with Adam they are learned and the fit
-        runs until the convergence rule of :mod:`latentgp.training.convergence` stops it.
+        by Monte Carlo and use Adam), minibatch Adam otherwise.  With L-BFGS the inducing
+        inputs stay where k-means placed them (every row when ``num_inducing`` is at
+        least the number of rows) and the fit stops on the relative tolerance
+        :data:`FULL_BATCH_TOL`; with Adam they are learned and the fit runs until the
+        convergence rule of :mod:`latentgp.training.convergence` stops it.
     epochs, max_steps: a training budget (default None: until converged).  batch_size,
         lr: Adam's minibatch size (None: min(N, 1024)) and learning rate.  A
         ``num_inducing`` or ``batch_size`` above the N training rows means N, with a
