@@ -219,33 +219,38 @@ def time_check_estimator(name: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- output --
 def table(runs: list[dict[str, Any]]) -> str:
+    """Markdown: one row per (estimator, set), per run its CPU and wall seconds (medians),
+    test metric and how the fit ended; then the check_estimator times."""
     labels = [r["label"] for r in runs]
     cells: dict[tuple[str, str], dict[str, dict]] = {}
     for run in runs:
         for row in run["rows"]:
             cells.setdefault((row["estimator"], row["set"]), {})[run["label"]] = row
     head = "| estimator | set | N train |" + "".join(
-        f" {lab}: s | {lab}: test | {lab}: fit |" for lab in labels)
-    out = [head, "|---|---|---:|" + "---:|---:|---|" * len(labels)]
+        f" {lab}: CPU s | wall s | test | fit |" for lab in labels)
+    out = [head, "|---|---|---:|" + "---:|---:|---:|---|" * len(labels)]
     for (est, set_name), by in cells.items():
         n = next(iter(by.values()))["n_train"]
         line = f"| {est} | {set_name} | {n} |"
         for lab in labels:
             r = by.get(lab)
             if r is None:
-                line += " | | |"
+                line += " | | | |"
                 continue
             how = "" if r.get("model") is None else (
                 f"{r.get('method') or r['model']}, {r['steps']} steps, {r['reason']}")
-            line += f" {r['seconds']:.2f} | {r['test']:.3f} | {how} |"
+            cpu = r.get("cpu_seconds")
+            line += (f" {'' if cpu is None else f'{cpu:.2f}'} | {r['seconds']:.2f} | "
+                     f"{r['test']:.3f} | {how} |")
         out.append(line)
     checks = [(run["label"], c) for run in runs for c in run.get("check_estimator", [])]
     if checks:
-        out += ["", "| run | estimator | check_estimator s | checks | failed |",
-                "|---|---|---:|---:|---|"]
+        out += ["", "| run | estimator | check_estimator CPU s | wall s | checks | failed |",
+                "|---|---|---:|---:|---:|---|"]
         for lab, c in checks:
-            out.append(f"| {lab} | {c['estimator']} | {c['check_estimator_seconds']:.1f} | "
-                       f"{c['checks']} | {', '.join(c['failed']) or 'none'} |")
+            out.append(f"| {lab} | {c['estimator']} | {c.get('cpu_seconds', 0):.1f} | "
+                       f"{c['check_estimator_seconds']:.1f} | {c['checks']} | "
+                       f"{', '.join(c['failed']) or 'none'} |")
     return "\n".join(out)
 
 
@@ -259,6 +264,9 @@ def main() -> None:
     ap.add_argument("--no-fits", action="store_true", help="only check_estimator")
     ap.add_argument("--out", default=os.path.join(RESULTS, "sklearn_small.json"))
     ap.add_argument("--table", action="store_true", help="print the file's table, no runs")
+    ap.add_argument("--code", default=None,
+                    help="the commit of the latentgp code measured, when it is not the "
+                         "working tree's (e.g. an exported older src on PYTHONPATH)")
     args = ap.parse_args()
     data = {"runs": []}
     if os.path.exists(args.out):
@@ -269,6 +277,9 @@ def main() -> None:
         return
     run: dict[str, Any] = {"label": args.label, "rows": [], "check_estimator": []}
     stamp(run)
+    import latentgp
+
+    run["latentgp_code"] = {"path": os.path.dirname(latentgp.__file__), "commit": args.code}
     chosen = [c for c in CELLS if args.only is None or c[0] in args.only or c[1] in args.only]
     for name, set_name in [] if args.no_fits else chosen:
         row = cell(name, set_name, args.repeats)
