@@ -218,10 +218,18 @@ def time_check_estimator(name: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- output --
+def file_provenance(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The file's header provenance: the last run's, the earlier runs' under
+    ``previous`` (each run keeps its own too)."""
+    prov = {k: v for k, v in runs[-1]["provenance"].items() if k != "previous"}
+    earlier = [r["provenance"] for r in runs[:-1]]
+    return {**prov, "previous": earlier} if earlier else prov
+
+
 def table(runs: list[dict[str, Any]]) -> str:
     """Markdown: one row per (estimator, set), per run its CPU and wall seconds (medians),
     test metric and how the fit ended; then the check_estimator times."""
-    labels = [r["label"] for r in runs]
+    labels = [r["label"] for r in runs if r["rows"]]
     cells: dict[tuple[str, str], dict[str, dict]] = {}
     for run in runs:
         for row in run["rows"]:
@@ -299,6 +307,7 @@ def main() -> None:
             run["check_estimator"].append(c)
             print(json.dumps(c), flush=True)
     data["runs"] = [r for r in data["runs"] if r["label"] != args.label] + [run]
+    data["provenance"] = file_provenance(data["runs"])
     with open(args.out, "w") as fh:
         json.dump(data, fh, indent=1, default=str)
     print(table(data["runs"]))
