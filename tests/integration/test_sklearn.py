@@ -114,14 +114,14 @@ def test_dataframes_and_string_labels():
     rng = np.random.default_rng(0)
     X = pd.DataFrame(rng.normal(size=(200, 2)), columns=["a", "b"])
     y = np.where(X["a"] + 0.5 * X["b"] > 0, "yes", "no")
-    clf = GPClassifier().fit(X, y)
+    clf = GPClassifier(max_steps=100).fit(X, y)
     assert list(clf.classes_) == ["no", "yes"]
     assert list(clf.feature_names_in_) == ["a", "b"]
     assert (clf.predict(X) == y).mean() > 0.9
     P = clf.predict_proba(X)
     np.testing.assert_allclose(P.sum(1), 1.0)
     y3 = np.digitize(X["a"], [-0.5, 0.5]).astype(str)
-    clf3 = GPClassifier().fit(X, y3)
+    clf3 = GPClassifier(max_steps=300).fit(X, y3)
     assert clf3.predict_proba(X).shape == (200, 3) and (clf3.predict(X) == y3).mean() > 0.85
 
 
@@ -296,12 +296,13 @@ def test_small_data_trains_full_batch_lbfgs_with_fixed_inducing_inputs():
     np.testing.assert_allclose(np.sort(Z, 0), np.sort(Xs, 0), rtol=1e-12, atol=1e-12)
     assert not any(p.requires_grad for n, p in model.named_parameters() if "Z" in n)
     # above max_full_batch rows (or with a batch size, or asked for): minibatch Adam
-    assert GPClassifier(max_full_batch=39, max_steps=3).fit(X, y).optimizer_ == "adam"
-    assert GPClassifier(batch_size=20, max_steps=3).fit(X, y).optimizer_ == "adam"
-    adam = GPClassifier(optimizer="adam", max_steps=3).fit(X, y)
+    small = {"num_inducing": 20, "max_steps": 3}
+    assert GPClassifier(max_full_batch=39, **small).fit(X, y).optimizer_ == "adam"
+    assert GPClassifier(batch_size=20, **small).fit(X, y).optimizer_ == "adam"
+    adam = GPClassifier(optimizer="adam", **small).fit(X, y)
     assert adam.optimizer_ == "adam" and adam.model_.history_.steps == 3
     with pytest.raises(ValueError, match="optimizer must be"):
-        GPClassifier(optimizer="sgd").fit(X, y)
+        GPClassifier(optimizer="sgd", **small).fit(X, y)
 
 
 def test_full_batch_svgp_on_all_rows_recovers_the_exact_gp():
