@@ -5,7 +5,8 @@ They follow scikit-learn's conventions (``fit`` / ``predict`` / ``predict_proba`
 ``Pipeline``, ``GridSearchCV`` and ``cross_val_score``.  Inputs are standardised inside
 the estimator.  Each picks a method by default: for Gaussian regression the exact GP
 for small problems and Titsias' VFE up to 100,000 rows (the user guide's table), SVGP
-otherwise.  Without
+otherwise; SVGP trains by full-batch L-BFGS up to 5,000 rows and by minibatch Adam
+above (``optimizer``, ``max_full_batch``).  Without
 ``epochs``/``max_steps`` every fit trains until converged (the rule of
 :mod:`latentgp.training.convergence`).
 
@@ -36,7 +37,15 @@ from .rng import seeded_scope
 from .training import fit_with_restarts
 from .validation import check_choice, check_positive_float, check_positive_int
 
-__all__ = ["GPRegressor", "GPClassifier", "GPCountRegressor", "load"]
+__all__ = ["FULL_BATCH_LR", "FULL_BATCH_TOL", "GPRegressor", "GPClassifier", "GPCountRegressor",
+           "load"]
+
+#: The L-BFGS settings of the full-batch SVGP fits (``optimizer="lbfgs"``, or ``"auto"``
+#: on up to ``max_full_batch`` rows): unit initial step (the line search scales it) and,
+#: without a budget, a stop when the objective changes by less than this relative
+#: tolerance three steps in a row.
+FULL_BATCH_LR = 1.0
+FULL_BATCH_TOL = 1e-4
 
 
 def _sample_targets(model: Any, X: np.ndarray, n_samples: int, random_state: Any) -> np.ndarray:
@@ -69,17 +78,61 @@ class _GPBase(BaseEstimator):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
         return getattr(torch, self.dtype)
 
-    def _make_svgp(self, likelihood, mean: Any = "zero") -> SVGP:
+    def _svgp_optimizer(self, n: int, likelihood) -> str:
+        """The SVGP optimiser for ``n`` training rows: ``optimizer``, or for ``"auto"``
+        full-batch L-BFGS up to ``max_full_batch`` rows (without a ``batch_size``) where
+        the objective is deterministic (one latent function and a differentiable
+        likelihood: closed form or Gauss-Hermite; several latents, e.g. a softmax, are
+        integrated by Monte Carlo, which a line search cannot use), minibatch Adam
+        otherwise."""
+        opt = check_choice(self.optimizer, "optimizer", ("auto", "lbfgs", "adam"))
+        if opt != "auto":
+            return opt
+        small = n <= check_positive_int(self.max_full_batch, "max_full_batch")
+        exact = likelihood.latent_dim == 1 and likelihood.differentiable
+        return "lbfgs" if small and exact and self.batch_size is None else "adam"
+
+    def _fit_svgp_model(
+        self, likelihood, X: np.ndarray, y: np.ndarray, mean: Any = "zero"
+    ) -> SVGP:
+        """An SVGP with ``likelihood`` (and prior ``mean``) trained on standardised ``X``
+        ``(n, D)``, ``y``.
+
+        With L-BFGS the inducing inputs stay at their k-means placement (all the rows
+        when ``num_inducing >= n``) and the fit stops when the objective changes by less
+        than :data:`FULL_BATCH_TOL` (relative) three steps in a row: on a few hundred rows
+        this converges in about a hundred steps, where learning Z as well and the strict
+        default rule take many hundreds for no better test log loss (measured in
+        ``docs/results/sklearn_small.md``).  Adam trains Z with the rest, until the
+        convergence rule of :mod:`latentgp.training.convergence` stops it."""
+        optimizer = self._svgp_optimizer(X.shape[0], likelihood)
+        self.optimizer_ = optimizer
+        full_batch = optimizer == "lbfgs"
         # above n rows the model caps num_inducing at n, with the warning of every front
         # end (latentgp.validation.cap_at_rows)
-        return SVGP(
+        model = SVGP(
             num_inducing=check_positive_int(self.num_inducing, "num_inducing"),
             likelihood=likelihood,
             kernel=self.kernel,
+            learn_inducing=not full_batch,
             device=self.device,
             dtype=self._dtype(),
             mean=mean,
         )
+        budget = self.epochs is not None or self.max_steps is not None
+        self._train(  # no epochs/max_steps: until converged
+            model,
+            X,
+            y,
+            batch_size=self.batch_size,
+            epochs=self.epochs,
+            max_steps=self.max_steps,
+            optimizer=optimizer,
+            lr=FULL_BATCH_LR if full_batch else self.lr,
+            tol=FULL_BATCH_TOL if full_batch and not budget else None,
+            progress=self.progress,
+        )
+        return model
 
     def _train(self, model: Any, X: np.ndarray, y: np.ndarray, **options: Any) -> None:
         """``model.fit(X, y, seed=random_state, **options)``; with ``n_restarts_optimizer``
@@ -94,18 +147,6 @@ class _GPBase(BaseEstimator):
             return
         seed = 0 if self.random_state is None else int(self.random_state)
         fit_with_restarts(model, X, y, restarts=int(k) + 1, seed=seed, **options)
-
-    def _fit_svgp(self, model: SVGP, X: np.ndarray, y: np.ndarray) -> None:
-        self._train(  # no epochs/max_steps: until converged
-            model,
-            X,
-            y,
-            batch_size=self.batch_size,
-            epochs=self.epochs,
-            max_steps=self.max_steps,
-            lr=self.lr,
-            progress=self.progress,
-        )
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the fitted estimator to ``path``: the model file of ``model_`` (see
@@ -161,6 +202,7 @@ class GPRegressor(RegressorMixin, _GPBase):
     likelihood: ``"gaussian"``, ``"studentt"`` or ``"laplace"`` (the last two need SVGP).
     num_inducing: M for VFE and SVGP.  max_exact, max_vfe: the sizes where ``"auto"``
         changes method.
+    optimizer, max_full_batch: SVGP's optimiser (see :class:`GPClassifier`).
     epochs, max_steps, batch_size, lr: a training budget (default None: until converged;
         for SVGP, or the L-BFGS steps of the exact GP and VFE) and SVGP's Adam settings
         (``batch_size=None``: the model's default, min(N, 1024)).  A
@@ -183,6 +225,8 @@ class GPRegressor(RegressorMixin, _GPBase):
         num_inducing: int = 256,
         max_exact: int = 2000,
         max_vfe: int = 100_000,
+        optimizer: str = "auto",
+        max_full_batch: int = 5000,
         epochs: int | None = None,
         max_steps: int | None = None,
         batch_size: int | None = None,
@@ -199,6 +243,8 @@ class GPRegressor(RegressorMixin, _GPBase):
         self.num_inducing = num_inducing
         self.max_exact = max_exact
         self.max_vfe = max_vfe
+        self.optimizer = optimizer
+        self.max_full_batch = max_full_batch
         self.epochs = epochs
         self.max_steps = max_steps
         self.batch_size = batch_size
@@ -220,6 +266,7 @@ class GPRegressor(RegressorMixin, _GPBase):
         if n < 2:
             raise ValueError(f"GPRegressor needs at least 2 samples, got n_samples = {n}")
         common = {"kernel": self.kernel, "device": self.device, "dtype": self._dtype()}
+        self.optimizer_ = "lbfgs"  # the exact GP's and VFE's (SVGP's: set below)
         if method == "exact":
             model = ExactGP(likelihood=lik, **common)
             self._train(model, Xs, y, epochs=self.epochs, max_steps=self.max_steps,
@@ -230,8 +277,7 @@ class GPRegressor(RegressorMixin, _GPBase):
             budget = {"epochs": self.epochs, "max_steps": self.max_steps}  # full batch: steps
             self._train(model, Xs, y, progress=self.progress, **budget)
         else:
-            model = self._make_svgp(lik)
-            self._fit_svgp(model, Xs, y)
+            model = self._fit_svgp_model(lik, Xs, y)
         self.model_ = model
         self.method_ = method
         return self
@@ -287,8 +333,26 @@ class GPClassifier(ClassifierMixin, _GPBase):
 
     Binary problems use a Bernoulli likelihood (``link="logit"`` or ``"probit"``), multi-
     class ones a softmax over one latent function per class; both are trained as SVGP.
-    ``n_restarts_optimizer``: further starts of the fit, the best kept (see
-    :class:`GPRegressor`).
+
+    Parameters
+    ----------
+    kernel: kernel name or :class:`latentgp.kernels.Kernel`.  num_inducing: M (at most
+        the number of rows, see below).
+    optimizer: ``"auto"``, ``"lbfgs"`` or ``"adam"``.  ``"auto"``: full-batch L-BFGS for
+        up to ``max_full_batch`` training rows (and no ``batch_size``) where the objective
+        is deterministic (binary classes, counts; multi-class softmax fits are integrated
+        by Monte Carlo and use Adam), minibatch Adam otherwise.  With L-BFGS the inducing
+        inputs stay where k-means placed them (every row when ``num_inducing`` is at
+        least the number of rows) and the fit stops on the relative tolerance
+        :data:`FULL_BATCH_TOL`; with Adam they are learned and the fit runs until the
+        convergence rule of :mod:`latentgp.training.convergence` stops it.
+    epochs, max_steps: a training budget (default None: until converged).  batch_size,
+        lr: Adam's minibatch size (None: min(N, 1024)) and learning rate.  A
+        ``num_inducing`` or ``batch_size`` above the N training rows means N, with a
+        :class:`~latentgp.SizeCappedWarning`.
+    random_state: seed.  dtype: ``"float64"`` or ``"float32"``.  device: torch device.
+    n_restarts_optimizer: further starts of the fit, the best kept (see
+        :class:`GPRegressor`).
     """
 
     def __init__(
@@ -296,6 +360,8 @@ class GPClassifier(ClassifierMixin, _GPBase):
         kernel: Any = "rbf",
         link: str = "logit",
         num_inducing: int = 128,
+        optimizer: str = "auto",
+        max_full_batch: int = 5000,
         epochs: int | None = None,
         max_steps: int | None = None,
         batch_size: int | None = None,
@@ -309,6 +375,8 @@ class GPClassifier(ClassifierMixin, _GPBase):
         self.kernel = kernel
         self.link = link
         self.num_inducing = num_inducing
+        self.optimizer = optimizer
+        self.max_full_batch = max_full_batch
         self.epochs = epochs
         self.max_steps = max_steps
         self.batch_size = batch_size
@@ -333,9 +401,7 @@ class GPClassifier(ClassifierMixin, _GPBase):
             )
         Xs = self._standardise_fit(X)
         lik = L.Bernoulli(self.link) if C == 2 else L.Softmax(C)
-        model = self._make_svgp(lik)
-        self._fit_svgp(model, Xs, codes)
-        self.model_ = model
+        self.model_ = self._fit_svgp_model(lik, Xs, codes)
         return self
 
     def predict_proba(self, X) -> np.ndarray:
@@ -367,7 +433,7 @@ class GPCountRegressor(RegressorMixin, _GPBase):
     negative binomial takes only the default 1: its mean is the count per row).
     ``integer_counts=False`` (Poisson only) accepts non-integer targets.
     ``n_restarts_optimizer``: further starts of the fit, the best kept (see
-    :class:`GPRegressor`).
+    :class:`GPRegressor`).  The other parameters are those of :class:`GPClassifier`.
     """
 
     def __init__(
@@ -377,6 +443,8 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         exposure: float = 1.0,
         integer_counts: bool = True,
         num_inducing: int = 128,
+        optimizer: str = "auto",
+        max_full_batch: int = 5000,
         epochs: int | None = None,
         max_steps: int | None = None,
         batch_size: int | None = None,
@@ -392,6 +460,8 @@ class GPCountRegressor(RegressorMixin, _GPBase):
         self.exposure = exposure
         self.integer_counts = integer_counts
         self.num_inducing = num_inducing
+        self.optimizer = optimizer
+        self.max_full_batch = max_full_batch
         self.epochs = epochs
         self.max_steps = max_steps
         self.batch_size = batch_size
@@ -414,18 +484,15 @@ class GPCountRegressor(RegressorMixin, _GPBase):
                 offset=float(np.log(max(mean_count, 1e-3) / float(self.exposure))),
                 integer_counts=self.integer_counts,
             )
-            model = self._make_svgp(lik)
+            self.model_ = self._fit_svgp_model(lik, Xs, y)
         else:
             if float(self.exposure) != 1.0 or not self.integer_counts:
                 raise ValueError(
                     "likelihood='negative_binomial' models integer counts per row: it takes "
                     f"neither exposure={self.exposure!r} nor integer_counts=False (Poisson only)"
                 )
-            model = self._make_svgp(
-                L.NegativeBinomial(), mean=ConstantMean(float(np.log(max(mean_count, 1e-3))))
-            )
-        self._fit_svgp(model, Xs, y)
-        self.model_ = model
+            mean = ConstantMean(float(np.log(max(mean_count, 1e-3))))
+            self.model_ = self._fit_svgp_model(L.NegativeBinomial(), Xs, y, mean=mean)
         return self
 
     def __sklearn_tags__(self):
@@ -453,7 +520,8 @@ _RECORD_KEY = "sklearn_estimator"
 _RECORD_FORMAT = "latentgp-sklearn-estimator"
 _RECORD_VERSION = 1
 #: Fitted attributes kept in an estimator file besides ``model_``.
-_FITTED = ("x_mean_", "x_scale_", "n_features_in_", "feature_names_in_", "method_", "classes_")
+_FITTED = ("x_mean_", "x_scale_", "n_features_in_", "feature_names_in_", "method_", "classes_",
+           "optimizer_")
 _ESTIMATORS = {c.__name__: c for c in (GPRegressor, GPClassifier, GPCountRegressor)}
 
 

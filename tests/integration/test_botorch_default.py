@@ -142,5 +142,5 @@ def test_default_model_refuses_bad_input():
         default_model(X, Y[:5])
     with pytest.raises(TypeError, match="torch tensors"):
         default_model(X.numpy(), Y)
-    with pytest.raises(ValueError, match="mean must be"):
-        lg.ExactGP(mean="linear")
+    with pytest.raises(ValueError, match="unknown mean"):
+        default_model(X, Y, mean="quadratic")

@@ -15,6 +15,7 @@ leading sample dims.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -28,12 +29,20 @@ from ..constants import LOG_2PI
 from .integrators import quadrature_score, score_function
 
 
+@functools.lru_cache(maxsize=16)
+def _gauss_hermite_nodes(n: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    # computed once per n: numpy's hermgauss (an eigenproblem) costs more than a small
+    # model's whole objective, and every quadrature expectation asks for the nodes
+    x, w = np.polynomial.hermite.hermgauss(n)
+    return tuple(x * math.sqrt(2.0)), tuple(w / math.sqrt(math.pi))
+
+
 def gauss_hermite(n: int, dtype=torch.float64, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Nodes ``x`` and weights ``w`` with ``E_{N(0,1)}[g] ~= sum_i w_i g(x_i)`` (``(n,)`` each)."""
-    x, w = np.polynomial.hermite.hermgauss(n)
+    x, w = _gauss_hermite_nodes(int(n))
     return (
-        torch.as_tensor(x * math.sqrt(2.0), dtype=dtype, device=device),
-        torch.as_tensor(w / math.sqrt(math.pi), dtype=dtype, device=device),
+        torch.tensor(x, dtype=dtype, device=device),
+        torch.tensor(w, dtype=dtype, device=device),
     )
 
 
