@@ -133,15 +133,22 @@ def toy_data(name: str):
     return X, y, Xte[order], yte[order]
 
 
+TOYS = ["heteroscedastic", "step", "moons", "data_assoc"]
+TOY_MODELS = ["SGP", "SHGP", "SMGP", "SLGP"]
+
+
 def run_toys(args) -> None:
-    rows = []
+    """Fit ``--toy-models`` on ``--toys``; with ``--resume`` the other records of toys.json
+    are kept and a rerun (toy, model) replaces its old record in place."""
+    path = os.path.join(RAW, "toys.json")
+    rows = json.load(open(path))["rows"] if args.resume and os.path.exists(path) else []
     os.makedirs(os.path.join(RAW, "toys"), exist_ok=True)
-    for toy in ["heteroscedastic", "step", "moons", "data_assoc"]:
+    for toy in args.toys.split(","):
         Xtr, ytr, Xte, yte = toy_data(toy)
         s = lg.datasets.Standardizer().fit(Xtr)
         mx, sx = s.mean_, s.scale_
         Xs, Xtes = s.transform(Xtr), s.transform(Xte)
-        for name in ["SGP", "SHGP", "SMGP", "SLGP"]:
+        for name in args.toy_models.split(","):
             torch.manual_seed(0)
             model = build(name, 50, toy=True, S=args.samples)
             t0 = time.perf_counter()
@@ -157,8 +164,10 @@ def run_toys(args) -> None:
                 "load1": os.getloadavg()[0],
                 "nll_exact": -float(np.mean(model.log_predictive_density(Xtes, yte))),
                 "nll_kde": kde_nll(model, Xtes, yte),
+                "samples": args.samples,
             }
             if name == "SLGP":
+                row["slgp_noise_init"] = model.noise_variance
                 nu = float(model.likelihood.variance.detach())
                 row["slgp_noise_scaled"] = nu
                 row["slgp_noise_original"] = nu * float(model.y_scale[0]) ** 2
@@ -184,9 +193,13 @@ def run_toys(args) -> None:
                 Xtr=Xtr[:, 0],
                 ytr=ytr,
             )
-            rows.append(row)
+            at = [i for i, r in enumerate(rows) if (r["toy"], r["model"]) == (toy, name)]
+            if at:
+                rows[at[0]] = row
+            else:
+                rows.append(row)
             print(json.dumps(row), flush=True)
-            save_raw("toys", rows)
+            save_raw("toys", rows, resumed=args.resume)
 
 
 # -------------------------------------------------------------------------- UCI --
@@ -612,6 +625,8 @@ def main() -> None:
     p.add_argument("--parts", default="toys,uci,digits")
     p.add_argument("--steps", type=int, default=1000, help="UCI iterations")
     p.add_argument("--toy-steps", type=int, default=2000)
+    p.add_argument("--toys", default=",".join(TOYS), help="toys: which toys to run")
+    p.add_argument("--toy-models", default=",".join(TOY_MODELS), help="toys: which models")
     p.add_argument("--digit-steps", type=int, default=1500)
     p.add_argument("--splits", type=int, default=2, help="UCI: run splits up to this one")
     p.add_argument("--first-split", type=int, default=0, help="UCI: first split to run")
