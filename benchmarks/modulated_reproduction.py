@@ -307,6 +307,8 @@ def run_uci(args) -> None:
                 }
                 if name == "SLGP":
                     row["slgp_noise_init"] = model.noise_variance
+                    nu = float(model.likelihood.variance.detach())
+                    row["slgp_noise_original"] = nu * float(model.y_scale[0]) ** 2
                 if args.early_stop:
                     row.update(
                         early_stop=True,
