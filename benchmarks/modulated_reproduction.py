@@ -672,12 +672,62 @@ def report() -> None:
             + " after all 5,000 steps without it.",
             "",
         ]
+    lines += _moons_diagnostic(load("slgp_moons_diagnostic"), load("slgp_moons_diagnostic_probe"))
     notes_path = os.path.join(RAW, "notes.md")
     if os.path.exists(notes_path):
         lines += [open(notes_path).read()]
     with open(os.path.join(OUT, "modulated.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("wrote", os.path.join(OUT, "modulated.md"))
+
+
+def _moons_diagnostic(diag: dict | None, probe: dict | None) -> list[str]:
+    """Page section of ``benchmarks/slgp_moons_diagnostic.py``."""
+    if not diag:
+        return []
+    lines = [
+        "## SLGP diagnostic: the moons toy against training steps",
+        "",
+        "`benchmarks/slgp_moons_diagnostic.py " + " ".join(diag["argv"][1:]) + "`: the toy "
+        "protocol's SLGP (initial noise 1.0). Test / train NLL of the 200-draw predictive "
+        "mixture (w ~ p(w|x)); *train, w ~ q* draws w from the posterior q(w|x,y) instead "
+        "(a reconstruction, not a predictive); *bad*: test points (of 500) with NLL > 3; "
+        "sds are medians; nu_eps in standardised units (true noise: 0.0025 in y units).",
+        "",
+        "| step | test NLL | test median | bad | worst | train NLL | train, w ~ q | "
+        "KL(q‖p) | q(w) sd | p(w|x) sd | nu_eps | nu0 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in diag["rows"]:
+        lines.append(
+            f"| {r['step']} | {r['test_nll']:.3f} | {r['test_median']:.3f} | {r['n_bad']} | "
+            f"{r['worst']:.0f} | {r['train_nll']:.3f} | {r['train_post_w']:.3f} | "
+            f"{r['kl_q_p']:.2f} | {r['q_sd']:.2f} | {r['p_sd']:.2f} | {r['nu_eps']:.4f} | "
+            f"{r['nu0']:.2f} |"
+        )
+    if probe:
+        grid = np.asarray(probe["grid"])
+        near = np.asarray(probe["train_near"])
+        band = (grid[:, 0] >= 0.33) & (grid[:, 0] <= 0.40)
+        up = near[near[:, 1] > 0.5]
+        lo = near[near[:, 1] <= 0.5]
+        lines += [
+            "",
+            f"Probe after {probe['argv'][2]} steps (`--probe`): test NLL "
+            f"{probe['nll_K200']:.3f} with 200 draws and {probe['nll_K5000']:.3f} with "
+            f"5,000; {probe['n_bad_K200']} and {probe['n_bad_K5000']} test points above 3. "
+            f"Posterior w of the training points with x in [0.2, 0.6]: upper moon "
+            f"{up[:, 2].min():.1f} to {up[:, 2].max():.1f}, lower moon {lo[:, 2].min():.1f} "
+            f"to {lo[:, 2].max():.1f}. The prior p(w|x) on x in [0.33, 0.40] (where most bad "
+            f"test points lie, on the upper moon): mean {grid[band, 1].min():.1f} to "
+            f"{grid[band, 1].max():.1f}, sd {grid[band, 2].min():.2f} to "
+            f"{grid[band, 2].max():.2f}; between x = 0.2 and 0.6 its mean swings between "
+            f"{grid[:, 1].min():.1f} and {grid[:, 1].max():.1f}. At the training points "
+            f"the posterior mean of w is within {probe['train_z_q_vs_p']['max_abs']:.1f} prior "
+            f"sds of the prior mean (median {probe['train_z_q_vs_p']['median_abs']:.2f}).",
+            "",
+        ]
+    return lines
 
 
 def _load_text(rows) -> str:
