@@ -692,7 +692,8 @@ def _moons_diagnostic(diag: dict | None, probe: dict | None) -> list[str]:
         "protocol's SLGP (initial noise 1.0). Test / train NLL of the 200-draw predictive "
         "mixture (w ~ p(w|x)); *train, w ~ q* draws w from the posterior q(w|x,y) instead "
         "(a reconstruction, not a predictive); *bad*: test points (of 500) with NLL > 3; "
-        "sds are medians; nu_eps in standardised units (true noise: 0.0025 in y units).",
+        "sds are medians; nu_eps in standardised units (the true noise variance, 0.0025 in "
+        "y units, is 0.010 in these).",
         "",
         "| step | test NLL | test median | bad | worst | train NLL | train, w ~ q | "
         "KL(q‖p) | q(w) sd | p(w|x) sd | nu_eps | nu0 |",
