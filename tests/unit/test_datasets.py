@@ -374,6 +374,55 @@ def test_corrupt_data_home_file(tmp_path):
         datasets.load("uci/tiny", data_home=tmp_path)
 
 
+def _uci_folder(home: Path, name: str, data: np.ndarray, test_rows: list[int]) -> None:
+    folder = home / "uci" / name
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "data.csv.gz", "wt") as fh:
+        fh.write("\n".join(",".join(repr(float(v)) for v in row) for row in data) + "\n")
+    mask = np.zeros((len(data), 10), dtype=int)
+    mask[test_rows, 0] = 1
+    with gzip.open(folder / "test_mask.csv.gz", "wt") as fh:
+        fh.write("\n".join(",".join(map(str, row)) for row in mask) + "\n")
+
+
+def test_seed_003_task_variants_of_wine_and_protein(tmp_path):
+    rng = np.random.default_rng(0)
+    # wine: 12 columns, quality (centred) in column 10, alcohol last
+    wine = rng.normal(size=(20, 12))
+    wine[:, 10] = rng.integers(3, 9, 20) - 5.636
+    _uci_folder(tmp_path, "wine", wine, [1, 4, 7])
+    q = datasets.load("uci/wine-quality", 0, data_home=tmp_path)
+    train = np.setdiff1d(np.arange(20), [1, 4, 7])
+    np.testing.assert_array_equal(q.y_train, wine[train, 10])
+    np.testing.assert_array_equal(q.y_test, wine[[1, 4, 7], 10])
+    np.testing.assert_array_equal(q.X_train, np.delete(wine[train], 10, axis=1))
+    assert q.target_name == "quality" and "alcohol" in q.description
+    plain = datasets.load("uci/wine", 0, data_home=tmp_path)  # unchanged: the last column
+    np.testing.assert_array_equal(plain.y_train, wine[train, -1])
+    # protein: the file holds log(1 + RMSD) - c, with some RMSD exactly 0
+    rmsd = np.r_[0.0, 0.0, rng.uniform(0, 21, 18)]
+    prot = np.c_[rng.normal(size=(20, 9)), np.log1p(rmsd) - 1.891]
+    _uci_folder(tmp_path, "protein", prot, [0, 5])
+    r = datasets.load("uci/protein-rmsd", 0, data_home=tmp_path)
+    np.testing.assert_allclose(r.y_test, rmsd[[0, 5]], atol=1e-12)
+    np.testing.assert_allclose(r.y_train, np.delete(rmsd, [0, 5]), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(r.X_train, np.delete(prot[:, :9], [0, 5], axis=0))
+
+
+def test_seed_003_variants_on_the_data_home_files(require_data):
+    require_data("uci/wine", "uci/protein", split=0)
+    q = datasets.load("uci/wine-quality", 0)
+    y = np.r_[q.y_train, q.y_test]
+    # quality is an integer score: the centred column sits on an integer grid
+    np.testing.assert_allclose(y - np.round(y - y.min()), y.min(), atol=2e-3)
+    assert q.input_dim == 11 and np.std(y) == pytest.approx(0.8073, abs=1e-3)
+    p = datasets.load("uci/protein-rmsd", 0)
+    r = np.r_[p.y_train, p.y_test]
+    # the UCI original (CASP): RMSD in [0, 21], mean 7.749, sd 6.118
+    assert r.min() == 0.0 and 20.99 < r.max() < 21.0
+    assert r.mean() == pytest.approx(7.749, abs=2e-3) and r.std() == pytest.approx(6.118, abs=2e-3)
+
+
 # ======================================================================== synthetic
 def test_gp_draws_chunking_invariance():
     n = synthetic.GP_DRAWS_BLOCK_SIZE + 1500  # crosses an internal block boundary

@@ -81,7 +81,11 @@ class SLGP(ModulatedGP):
     num_samples: S importance samples per point in the objective.
     hidden: hidden layer widths of the three MLPs (paper: 3 x 100).
     bound: ``"hybrid"`` (eq. 29, default) or ``"iw"`` (eq. 27).
-    nu0: initial shared encoder variance.  noise_variance: initial nu_eps.
+    nu0: initial shared encoder variance (seed: 0.01).
+    noise_variance: initial nu_eps in the model's units (standardised targets unless
+        ``normalize_y=False``); 1.0 as in the authors' code.  A small start (0.1) lets the
+        noise collapse within a few thousand Adam steps on small data, and the predictive
+        mixture then overfits (``docs/results/modulated.md``).
     num_predict_samples: K draws of (w, h) forming the predictive mixture.
     """
 
@@ -97,7 +101,7 @@ class SLGP(ModulatedGP):
         hidden: tuple[int, ...] | list[int] = (100, 100, 100),
         bound: str = "hybrid",
         nu0: float = 0.01,
-        noise_variance: float = 0.1,
+        noise_variance: float = 1.0,
         num_predict_samples: int = 200,
         likelihood=None,
         **common: Any,
