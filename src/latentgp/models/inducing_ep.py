@@ -44,6 +44,10 @@ class InducingEPClassifier(InducingInputs, GPModel):
     mapped to {-1, +1} internally.  ``predict_y`` returns ``P(y = 1)`` as the mean.
     """
 
+    #: the subclass's own constructor arguments, stored in its configuration under their
+    #: own names (after the shared ones)
+    CONFIG_ATTRIBUTES: tuple[str, ...] = ()
+
     def __init__(
         self,
         num_inducing: int = 50,
@@ -69,6 +73,7 @@ class InducingEPClassifier(InducingInputs, GPModel):
     def get_config(self) -> dict[str, Any]:
         cfg = super().get_config()
         cfg.update(self.inducing_config())
+        cfg.update({name: getattr(self, name) for name in self.CONFIG_ATTRIBUTES})
         return cfg
 
     # ------------------------------------------------------------------ building --
