@@ -388,6 +388,12 @@ def test_bad_input_is_rejected(tiny, data):
         lg.SMGP(num_experts=0)
     with pytest.raises(ValueError, match="estimator"):
         lg.SMGP(estimator="gumbel")
+    with pytest.raises(ValueError, match="num_gate_samples"):
+        lg.SMGP(num_gate_samples=0)
+    with pytest.raises(ValueError, match="num_samples: give those options to the likelihood"):
+        lg.SMGP(2, likelihood=lg.likelihoods.GaussianExperts(2), num_samples=3)
+    with pytest.raises(ValueError, match="kernel"):  # an SVGP keyword, passed through
+        lg.SMGP(2, kernel="no-such-kernel")
     with pytest.raises(ValueError, match="beta"):
         lg.SLGP(beta=-1.0)
     with pytest.raises(ValueError, match="bound"):

@@ -29,6 +29,7 @@ from torch import nn
 from ..constants import LOG_2PI
 from ..mixtures import mixture_log_density, mixture_moments
 from ..parameters import assign_positive, inv_softplus, softplus
+from ..validation import check_positive_int
 from .base import Likelihood, register
 
 #: The lower bound of every expert's noise variance.
@@ -77,11 +78,11 @@ class GaussianExperts(Likelihood):
             raise ValueError(f"temperature must be a positive number, got {temperature!r}")
         if not (isinstance(noise_variance, (int, float)) and noise_variance > 0):
             raise ValueError(f"noise_variance must be a positive number, got {noise_variance!r}")
-        self.num_experts = int(num_experts)
+        self.num_experts = check_positive_int(num_experts, "num_experts")
         self.noise_variance = float(noise_variance)
-        self.num_samples = int(num_samples)
+        self.num_samples = check_positive_int(num_samples, "num_samples")
         self.estimator, self.temperature = estimator, float(temperature)
-        self.num_gate_samples = int(num_gate_samples)
+        self.num_gate_samples = check_positive_int(num_gate_samples, "num_gate_samples")
         raw = inv_softplus(self.noise_variance).to(torch.float64)
         self.raw_expert_noise = nn.Parameter(raw.expand(self.num_experts).clone())
 

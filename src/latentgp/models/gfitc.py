@@ -50,6 +50,7 @@ class GFITC(InducingEPClassifier):
     default_optimizer = "lbfgs"
     default_lr = 1.0
     supports_minibatch = False  # the EP evidence is not a sum over data points
+    CONFIG_ATTRIBUTES = ("damping", "ep_tol", "max_sweeps")
 
     @keyword_only_after_first(
         legacy=("kernel", "Z", "damping", "ep_tol", "max_sweeps", *LEGACY_ARGUMENT_TAIL)
@@ -73,11 +74,6 @@ class GFITC(InducingEPClassifier):
         self.site_nu: torch.Tensor | None = None
         self.skipped_updates_ = 0
         self.ep_sweeps_ = 0
-
-    def get_config(self):
-        cfg = super().get_config()
-        cfg.update(damping=self.damping, ep_tol=self.ep_tol, max_sweeps=self.max_sweeps)
-        return cfg
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
         return {"optimizer": "lbfgs", "lr": 1.0, "batch_size": N}

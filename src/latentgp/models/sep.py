@@ -141,6 +141,7 @@ class SEP(InducingEPClassifier):
 
     #: SEP's site updates and sign-adaptive steps are the method's own (no MAP term)
     supports_hyperpriors = False
+    CONFIG_ATTRIBUTES = ("scheme", "damping")
 
     @keyword_only_after_first(legacy=("kernel", "Z", "scheme", "damping", *LEGACY_ARGUMENT_TAIL))
     def __init__(
@@ -166,11 +167,6 @@ class SEP(InducingEPClassifier):
         self.c: torch.Tensor | None = None
         self.skipped_updates_ = 0
         self.site_updates_ = 0
-
-    def get_config(self):
-        cfg = super().get_config()
-        cfg.update(scheme=self.scheme, damping=self.damping)
-        return cfg
 
     @property
     def rho(self) -> float:

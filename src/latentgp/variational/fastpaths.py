@@ -34,27 +34,50 @@ from ..config import get_config
 from ..linalg import solve_lower, solve_upper_t
 
 
-def _projection(Kzx: Tensor, L: Tensor, m_w: Tensor) -> tuple[Tensor, Tensor]:
-    """``A = L^{-1} Kzx`` ``(Q, M, B)`` and the marginal means ``A^T m_w`` ``(Q, B)`` (a
-    matrix product, not a reduction)."""
-    A = solve_lower(L, Kzx)
-    return A, (m_w[..., None, :] @ A)[..., 0, :]
+class _ProjectionMarginals(torch.autograd.Function):
+    """The skeleton of :class:`ProjectedMarginals` and :class:`FactorMarginals`:
+    ``(Kzx, L, m_w, P) -> (A^T m_w, quad)`` with ``A = L^{-1} Kzx`` ``(Q, M, B)``.
+
+    Forward forms ``A`` by one triangular solve and the means by a matrix product (not a
+    reduction); the subclass's :meth:`variance_term` forms ``quad`` ``(Q, B)`` from ``A``
+    and ``P`` ``(Q, M, M)`` together with one ``(Q, M, B)`` product ``C`` that its
+    backward reuses.  ``L, A, C, m_w, P`` are saved; backward hands them to the
+    subclass's :meth:`gradients` with ``ctx.needs_input_grad`` and the two output
+    gradients, zeros ``(Q, B)`` where autograd passed None (an output that does not
+    reach the loss).
+    """
+
+    @staticmethod
+    def variance_term(A: Tensor, P: Tensor) -> tuple[Tensor, Tensor]:
+        """``(C, quad)``: the product to keep for backward and the ``(Q, B)`` output."""
+        raise NotImplementedError
+
+    @staticmethod
+    def gradients(saved: tuple[Tensor, ...], needs: tuple[bool, ...], g_mean: Tensor,
+                  g_quad: Tensor) -> tuple[Tensor | None, ...]:
+        """Gradients with respect to ``(Kzx, L, m_w, P)`` (None where not needed)."""
+        raise NotImplementedError
+
+    @classmethod
+    def forward(cls, ctx, Kzx, L, m_w, P):
+        A = solve_lower(L, Kzx)
+        mean = (m_w[..., None, :] @ A)[..., 0, :]
+        C, quad = cls.variance_term(A, P)
+        ctx.save_for_backward(L, A, C, m_w, P)
+        return mean, quad
+
+    @classmethod
+    def backward(cls, ctx, g_mean, g_quad):
+        saved = ctx.saved_tensors
+        A = saved[1]
+        if g_mean is None:
+            g_mean = torch.zeros(A.shape[:-2] + A.shape[-1:], dtype=A.dtype, device=A.device)
+        if g_quad is None:
+            g_quad = torch.zeros_like(g_mean)
+        return cls.gradients(saved, ctx.needs_input_grad, g_mean, g_quad)
 
 
-def _backward_inputs(ctx, g_mean, g_quad) -> tuple[tuple[Tensor, ...], tuple, Tensor, Tensor]:
-    """What a marginals Function's backward reads from ``ctx``: the saved tensors
-    ``(L, A, ...)``, which inputs need gradients, and the two output gradients, zeros
-    ``(Q, B)`` where autograd passed None (an output that does not reach the loss)."""
-    saved = ctx.saved_tensors
-    A = saved[1]
-    if g_mean is None:
-        g_mean = torch.zeros(A.shape[:-2] + A.shape[-1:], dtype=A.dtype, device=A.device)
-    if g_quad is None:
-        g_quad = torch.zeros_like(g_mean)
-    return saved, ctx.needs_input_grad, g_mean, g_quad
-
-
-class ProjectedMarginals(torch.autograd.Function):
+class ProjectedMarginals(_ProjectionMarginals):
     """``(Kzx, L, m_w, T) -> (A^T m_w, diag(A^T T A))`` with ``A = L^{-1} Kzx``.
 
     Shapes: Kzx ``(Q, M, B)``, L ``(Q, M, M)`` lower, m_w ``(Q, M)``, T ``(Q, M, M)``
@@ -68,16 +91,13 @@ class ProjectedMarginals(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, Kzx, L, m_w, T):
-        A, mean = _projection(Kzx, L, m_w)
+    def variance_term(A, T):
         TA = T @ A
-        quad = (A * TA).sum(-2)
-        ctx.save_for_backward(L, A, TA, m_w, T)
-        return mean, quad
+        return TA, (A * TA).sum(-2)
 
     @staticmethod
-    def backward(ctx, g_mean, g_quad):
-        (L, A, TA, m_w, T), needs, g_mean, g_quad = _backward_inputs(ctx, g_mean, g_quad)
+    def gradients(saved, needs, g_mean, g_quad):
+        L, A, TA, m_w, T = saved
         need_kzx, need_L, need_m, need_T = needs
         g_m = (A @ g_mean[..., :, None])[..., 0]  # (Q, M)
         g_T = (A * g_quad[..., None, :]) @ A.mT if (need_T or need_L) else None  # (Q, M, M)
@@ -91,7 +111,7 @@ class ProjectedMarginals(torch.autograd.Function):
         return g_Kzx, g_L, (g_m if need_m else None), (g_T if need_T else None)
 
 
-class FactorMarginals(torch.autograd.Function):
+class FactorMarginals(_ProjectionMarginals):
     """Whitened full q: ``(Kzx, L, m, S) -> (A^T m, |A_n|^2 - |S^T A_n|^2)``, ``A = L^{-1} Kzx``.
 
     Shapes: Kzx ``(Q, M, B)``, L and S ``(Q, M, M)`` lower, m ``(Q, M)``; returns two
@@ -105,16 +125,13 @@ class FactorMarginals(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, Kzx, L, m, S):
-        A, mean = _projection(Kzx, L, m)
+    def variance_term(A, S):
         W = S.mT @ A
-        quad = A.square().sum(-2) - W.square().sum(-2)
-        ctx.save_for_backward(L, A, W, m, S)
-        return mean, quad
+        return W, A.square().sum(-2) - W.square().sum(-2)
 
     @staticmethod
-    def backward(ctx, g_mean, g_quad):
-        (L, A, W, m, S), needs, g_mean, g_quad = _backward_inputs(ctx, g_mean, g_quad)
+    def gradients(saved, needs, g_mean, g_quad):
+        L, A, W, m, S = saved
         need_kzx, need_L, need_m, need_S = needs
         gq = 2.0 * g_quad[..., None, :]
         WD = W * gq  # 2 W D  (Q, M, B)

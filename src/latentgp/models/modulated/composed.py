@@ -32,7 +32,9 @@ class ModulatedSVGP(MixturePredictive, SVGP):
         num_latent: int,
         svgp_kwargs: dict[str, Any],
     ) -> None:
-        """``SVGP.__init__`` with the composition's likelihood and number of latents."""
+        """``SVGP.__init__`` with the composition's likelihood and number of latents;
+        ``svgp_kwargs`` are the other SVGP keywords as the user gave them (``kernel``
+        included: SVGP's defaults are not restated here)."""
         for fixed in self.fixed_arguments:
             if fixed in svgp_kwargs:
                 raise ValueError(f"{type(self).__name__} fixes {fixed}; it cannot be given")

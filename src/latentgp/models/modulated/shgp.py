@@ -35,8 +35,8 @@ class SHGP(ModulatedSVGP):
     Parameters
     ----------
     num_inducing: M, for each of the two GPs (f and w).
-    kernel: kernel name or object; built with batch shape (2,) (separate hyperparameters
-        for f and w).
+    kernel: kernel name or object (default ``"rbf"``; an SVGP keyword, as those below);
+        built with batch shape (2,) (separate hyperparameters for f and w).
     noise_variance: initial c (scaled-target units).
     num_quadrature: Gauss-Hermite points in w for the predictive density.
     likelihood: a :class:`~latentgp.likelihoods.ScaleModulatedGaussian` instead of the
@@ -54,7 +54,6 @@ class SHGP(ModulatedSVGP):
         self,
         num_inducing: int = 100,
         *,
-        kernel="rbf",
         noise_variance: float = 1.0,
         num_quadrature: int = 32,
         likelihood: Any = None,
@@ -81,7 +80,7 @@ class SHGP(ModulatedSVGP):
             )
         if not isinstance(likelihood, ScaleModulatedGaussian):
             raise ValueError("SHGP needs a ScaleModulatedGaussian likelihood")
-        self._compose(num_inducing, likelihood, 2, {"kernel": kernel, **svgp_kwargs})
+        self._compose(num_inducing, likelihood, 2, svgp_kwargs)
 
     #: closed-form predictive moments (eq. 11), not the moments of the quadrature mixture
     predict_y = SVGP.predict_y

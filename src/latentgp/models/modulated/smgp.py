@@ -33,15 +33,25 @@ class SMGP(ModulatedSVGP):
     ----------
     num_experts: T.
     num_inducing: M per GP (2T GPs).
-    num_samples: S draws of the gating logits per point in the objective.
+    likelihood: a :class:`~latentgp.likelihoods.GaussianExperts` with T experts instead
+        of the five options below, which configure the default one (their defaults are
+        its own):
+    num_samples: S draws of the gating logits per point in the objective (10).
     estimator: ``"analytic"`` (log-sum-exp, default) or ``"concrete"`` (paper).
     temperature: Concrete relaxation temperature (paper: 0.01).
-    noise_variance: initial expert noise variances (scaled units).
-    num_gate_samples: draws used for the predictive mixture weights.
-    Other keywords are those of :class:`~latentgp.SVGP` (``Z``, ``learn_inducing``,
+    noise_variance: initial expert noise variances (scaled units; 0.1).
+    num_gate_samples: draws used for the predictive mixture weights (1000).
+    Other keywords are those of :class:`~latentgp.SVGP` (``kernel``, built with batch
+    shape (2T,), ``Z``, ``learn_inducing``,
     ``shared_inducing`` (default False), ``normalize_y``, ``device``, ...), except
     ``num_latent`` (2T) and ``covariance`` (full).
     """
+
+    #: SMGP's keywords that configure its :class:`~latentgp.likelihoods.GaussianExperts`
+    #: likelihood (their defaults are the likelihood's)
+    LIKELIHOOD_OPTIONS = (
+        "num_samples", "estimator", "temperature", "noise_variance", "num_gate_samples",
+    )
 
     @keyword_only_after_first(
         legacy=("num_inducing", "kernel", "num_samples", "estimator", "temperature",
@@ -53,16 +63,13 @@ class SMGP(ModulatedSVGP):
         num_experts: int = 4,
         *,
         num_inducing: int = 100,
-        kernel="rbf",
-        num_samples: int = 10,
-        estimator: str = "analytic",
-        temperature: float = 0.01,
-        noise_variance: float = 0.1,
-        num_gate_samples: int = 1000,
         likelihood: Any = None,
-        **svgp_kwargs,
+        **options: Any,
     ) -> None:
+        """``options``: the keywords of :attr:`LIKELIHOOD_OPTIONS` (to the likelihood) and
+        those of :class:`~latentgp.SVGP` (to the composition)."""
         T = check_positive_int(num_experts, "num_experts")
+        expert_options = {k: options.pop(k) for k in self.LIKELIHOOD_OPTIONS if k in options}
         if likelihood is not None and not isinstance(likelihood, GaussianExperts):
             warnings.warn(
                 "SMGP(likelihood=...) is ignored: the experts' Gaussian noise variances are "
@@ -73,17 +80,15 @@ class SMGP(ModulatedSVGP):
             )
             likelihood = None
         if likelihood is None:
-            likelihood = GaussianExperts(
-                T,
-                noise_variance=noise_variance,
-                num_samples=check_positive_int(num_samples, "num_samples"),
-                estimator=estimator,
-                temperature=temperature,
-                num_gate_samples=check_positive_int(num_gate_samples, "num_gate_samples"),
+            likelihood = GaussianExperts(T, **expert_options)
+        elif expert_options:
+            raise ValueError(
+                f"SMGP got a GaussianExperts likelihood and {', '.join(expert_options)}: "
+                "give those options to the likelihood"
             )
         if likelihood.num_experts != T:
             raise ValueError(f"the likelihood has {likelihood.num_experts} experts, not {T}")
-        self._compose(num_inducing, likelihood, 2 * T, {"kernel": kernel, **svgp_kwargs})
+        self._compose(num_inducing, likelihood, 2 * T, options)
 
     @property
     def num_experts(self) -> int:

@@ -34,7 +34,6 @@ class SVHGP(ModulatedSVGP):
         self,
         num_inducing: int = 100,
         *,
-        kernel="rbf",
         likelihood=None,
         **svgp_kwargs,
     ) -> None:
@@ -42,7 +41,7 @@ class SVHGP(ModulatedSVGP):
             likelihood = HeteroscedasticGaussian()
         if not isinstance(likelihood, HeteroscedasticGaussian):
             raise ValueError("SVHGP needs a HeteroscedasticGaussian likelihood")
-        self._compose(num_inducing, likelihood, 2, {"kernel": kernel, **svgp_kwargs})
+        self._compose(num_inducing, likelihood, 2, svgp_kwargs)
 
     def predict_f(self, X, chunk_size=None, as_numpy=True):
         """Marginals of the two latents at ``X``: ``(N, 2)`` means and variances, column 0
