@@ -140,6 +140,16 @@ def with_noise_variance(likelihood: Likelihood, noise_variance: float | None) ->
     return likelihood_from_config(cfg)
 
 
+def require_gaussian_likelihood(model: Any, advice: str) -> None:
+    """Refuse a model whose likelihood is not Gaussian noise (the models whose posterior
+    is tractable only then); ``advice`` ends the message (what to use instead)."""
+    if not isinstance(model.likelihood, Gaussian):
+        raise ValueError(
+            f"{type(model).__name__} needs a Gaussian likelihood (the posterior is only "
+            f"tractable then); got {type(model.likelihood).__name__}: {advice}"
+        )
+
+
 def _column_stats(y: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Mean, standard deviation (N - 1), minimum and maximum of each column of ``y``
     ``(N, P)``, over its observed (non-NaN) entries."""

@@ -38,7 +38,7 @@ from ..linalg import cho_solve, cholesky, solve_lower
 from ..parameters import spread_unit
 from ..rng import seeded_scope
 from ..validation import check_inputs, check_targets, keyword_only_after_first
-from .base import GPModel, register_model
+from .base import GPModel, register_model, require_gaussian_likelihood
 from .exact import EXACT_RTOL, gaussian_log_marginal
 
 __all__ = ["BatchedExactGP"]
@@ -71,11 +71,7 @@ class BatchedExactGP(GPModel):
         **common: Any,
     ) -> None:
         super().__init__(kernel, likelihood, **common)
-        if not isinstance(self.likelihood, Gaussian):
-            raise ValueError(
-                "BatchedExactGP needs a Gaussian likelihood, got "
-                f"{type(self.likelihood).__name__}"
-            )
+        require_gaussian_likelihood(self, "fit other likelihoods one SVGP at a time")
         if not isinstance(self.kernel, Stationary):
             raise ValueError(
                 "BatchedExactGP takes a stationary kernel (rbf, matern12/32/52), got "

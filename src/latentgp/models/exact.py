@@ -14,10 +14,10 @@ import torch
 
 from ..constants import LOG_2PI
 from ..kernels import Kernel
-from ..likelihoods import Gaussian, Likelihood
+from ..likelihoods import Likelihood
 from ..linalg import BlockCholesky, cho_solve, cholesky
 from ..validation import keyword_only_after_first
-from .base import GPModel, register_model
+from .base import GPModel, register_model, require_gaussian_likelihood
 from .pathwise import PathwiseSampling, exact_paths
 
 
@@ -95,11 +95,7 @@ class ExactGP(PathwiseSampling, GPModel):
         **common: Any,
     ) -> None:
         super().__init__(kernel, likelihood, **common)
-        if not isinstance(self.likelihood, Gaussian):
-            raise ValueError(
-                "ExactGP needs a Gaussian likelihood (the posterior is only tractable then); "
-                f"got {type(self.likelihood).__name__}: use SVGP for other likelihoods"
-            )
+        require_gaussian_likelihood(self, "use SVGP for other likelihoods")
         self.register_buffer("X_train", torch.zeros(0, 0, dtype=self.dtype_))
         self.register_buffer("y_train", torch.zeros(0, dtype=self.dtype_))
 
