@@ -50,6 +50,8 @@ CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("GPflow Adam", "GPflow", {"optimizer": "adam"}),
     ("GPflow NaturalGradient (0.1)", "GPflow", {"optimizer": "ngd", "ngd_lr": 0.1}),
 ]
+#: hand-written reading of the committed run (diagnoses, caveats), appended to the page
+NOTES_FILE = os.path.join(HERE, "time_to_accuracy_notes.md")
 SCRIPTS = {"latentgp": "latentgp_worker.py", "GPyTorch": "gpytorch_worker.py",
            "GPflow": "gpflow_worker.py"}
 
@@ -149,12 +151,13 @@ def _fmt(t: float | None) -> str:
     return "not reached" if t is None else f"{t:.1f}"
 
 
-def page(rows: list[dict[str, Any]], args) -> str:
+def page(rows: list[dict[str, Any]], args, command: str | None = None) -> str:
     labels = [c[0] for c in CONFIGS]
+    command = command or " ".join(["python", *sys.argv])
     out = [
         "# Time to accuracy (issue 24)", "",
         "Written by `benchmarks/time_to_accuracy.py` (provenance in `time_to_accuracy.json`).",
-        f"Command: `{' '.join(['python', *sys.argv])}`.", "",
+        f"Command: `{command}`.", "",
         "Seconds of training (evaluations untimed) until the test NLPD comes within "
         f"{args.tol} nats of the best value any configuration reached in the same run, "
         f"interleaved in rounds of {args.chunk} steps, each configuration for "
@@ -173,6 +176,11 @@ def page(rows: list[dict[str, Any]], args) -> str:
         dcell = "not run" if d is None else f"{d['seconds']:.1f} s, {d['nlpd']:.3f}, {d['reason']}"
         out.append(f"| {r['set']} | {r['split']} | {r['M']} | {r['best_nlpd']:.3f} | "
                    + " | ".join(cells) + f" | {dcell} |")
+    out += ["", *(f"![{r['set']} split {r['split']} M {r['M']}]"
+                  f"(tta_{r['set']}_s{r['split']}_M{r['M']}.png)" for r in rows)]
+    if NOTES_FILE and os.path.exists(NOTES_FILE):
+        with open(NOTES_FILE) as fh:
+            out += ["", fh.read().rstrip()]
     return "\n".join(out) + "\n"
 
 
@@ -216,7 +224,19 @@ def main() -> None:
     ap.add_argument("--no-default", dest="default", action="store_false")
     ap.add_argument("--gpflow-python", default=None)
     ap.add_argument("--out", default=os.path.join(RESULTS, "time_to_accuracy.md"))
+    ap.add_argument("--render", default=None,
+                    help="rebuild the page (and figures) from this JSON of a run; no fits")
     args = ap.parse_args()
+    if args.render:
+        with open(args.render) as fh:
+            run = json.load(fh)
+        for k, v in run["args"].items():
+            if k not in ("render", "out"):
+                setattr(args, k, v)
+        plot(run["rows"], os.path.dirname(args.out))
+        with open(args.out, "w") as fh:
+            fh.write(page(run["rows"], args, command=run["provenance"].get("command")))
+        return
     gpflow_py = gpflow_python(args.gpflow_python)
     rows = []
     for name in args.sets:
