@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # what the lazy loader below returns, for type checkers and t
     from .linalg import CholeskyError, JitterWarning
     from .models import (
         GFITC,
+        DeepGP,
         QSGP,
         SAVIGP,
         SEP,
@@ -53,6 +54,7 @@ __all__ = [
     "SMGP",
     "SLGP",
     "SVHGP",
+    "DeepGP",
     "SparseGP",
     "SAVIGP",
     "GPModel",
@@ -88,6 +90,7 @@ _LAZY_ATTRIBUTES = {
             "SMGP",
             "SVGP",
             "SVHGP",
+            "DeepGP",
             "ExactGP",
             "GPModel",
             "SparseGP",

@@ -3,6 +3,7 @@
 from .base import MODEL_REGISTRY, GPModel
 from .exact import ExactGP
 from .gfitc import GFITC
+from .deep import DeepGP
 from .modulated import SHGP, SLGP, SMGP, SVHGP
 from .qsgp import QSGP
 from .savigp import SAVIGP
@@ -12,6 +13,6 @@ from .sparse import SparseGP
 from .svgp import SVGP
 
 __all__ = [
-    "GPModel", "load", "MODEL_REGISTRY", "ExactGP", "SparseGP", "SVGP", "SAVIGP", "SEP",
+    "GPModel", "load", "MODEL_REGISTRY", "DeepGP", "ExactGP", "SparseGP", "SVGP", "SAVIGP", "SEP",
     "GFITC", "QSGP", "SHGP", "SMGP", "SLGP", "SVHGP", "read_model_file",
 ]
