@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # what the lazy loader below returns, for type checkers and t
     from .linalg import CholeskyError, JitterWarning
     from .models import (
         GFITC,
-        DeepGP,
         QSGP,
         SAVIGP,
         SEP,
@@ -35,6 +34,7 @@ if TYPE_CHECKING:  # what the lazy loader below returns, for type checkers and t
         SMGP,
         SVGP,
         SVHGP,
+        DeepGP,
         ExactGP,
         GPModel,
         SparseGP,

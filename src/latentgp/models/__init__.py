@@ -1,9 +1,9 @@
 """Models: exact and sparse GPs, SVGP, SAVIGP, EP (SEP, GFITC), QSGP, modulated GPs."""
 
 from .base import MODEL_REGISTRY, GPModel
+from .deep import DeepGP
 from .exact import ExactGP
 from .gfitc import GFITC
-from .deep import DeepGP
 from .modulated import SHGP, SLGP, SMGP, SVHGP
 from .qsgp import QSGP
 from .savigp import SAVIGP
