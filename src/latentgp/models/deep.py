@@ -16,9 +16,16 @@ where ``mean_l``, ``var_l`` are the marginals of q(f_l) from the one conditional
         - sum_l KL[q(u_l) || p(u_l)].
 
 ``bound="iw"`` replaces the average over the S samples by ``log (1/S) sum_s exp(.)``
-(importance weighting over the inner layers' samples, with the layers' factorised
-conditionals as proposals; it is a tighter bound for S > 1 and equals the ELBO at S = 1).
-The latent-variable inputs of Salimbeni et al. (2019) are not implemented.
+(importance weighting over the inner layers' samples, the layers' conditionals being the
+proposals).  For this to bound ``log p(y)`` the S samples of a point must share the inner
+layers' inducing values: each evaluation draws ``u_l ~ q(u_l)`` once per inner layer
+(shared by the batch) and samples the layers from the prior conditionals ``p(f_l | u_l)``;
+the top layer still integrates its q(u_L) out (Jensen's inequality keeps that a bound).
+Averaging over the q(u)-marginals of independent samples instead would overshoot: its
+large-S limit is ``log E_q(u)[p(y_n | u)] - KL``, which can exceed ``log p(y)``.  With
+the layers' per-point conditionals this is a bound for the model with factorised
+conditionals, as the DSVI bound is; at S = 1 its expectation equals the ELBO's.  The
+latent-variable inputs of Salimbeni et al. (2019) are not implemented.
 
 Shapes: ``X`` ``(B, D)``; samples of a layer's output ``(S, B, D_l)``; the first layer is
 evaluated once at ``X`` (no sample axis), so one layer (L = 1) is exactly an SVGP.
@@ -51,6 +58,7 @@ from ..variational import (
     GaussianVariational,
     PredictiveCache,
     cached_marginals,
+    conditional_marginals,
     gaussian_marginals,
     gaussian_predictive_cache,
 )
@@ -125,6 +133,26 @@ class DGPLayer(InducingInputs, nn.Module):
         m, v = gaussian_marginals(self.q, self.kernel(self.Z, Hf), self.kernel.diag(Hf), Lzz)
         m, v = m.mT.reshape(lead + (-1,)), v.mT.reshape(lead + (-1,))
         return self._with_mean(H, m), v
+
+    def marginals_given(
+        self, H: torch.Tensor, Lzz: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`marginals` given whitened inducing values ``v`` ``(Q, M)`` instead of
+        q(u): the prior conditional ``p(f | u = Lzz v)`` (mean ``A^T v``, variance
+        ``k(h, h) - |A|^2``), with the mean function."""
+        lead = H.shape[:-1]
+        Hf = H.reshape(-1, H.shape[-1])
+        m, var = conditional_marginals(
+            self.kernel(self.Z, Hf), self.kernel.diag(Hf), Lzz, v, None, True
+        )
+        m, var = m.mT.reshape(lead + (-1,)), var.mT.reshape(lead + (-1,))
+        return self._with_mean(H, m), var
+
+    def draw_inducing(self) -> torch.Tensor:
+        """One reparameterised draw ``v = m + S eps`` ``(Q, M)`` of the whitened q(u)."""
+        q = self.q
+        eps = torch.randn(q.q_mu.shape, dtype=q.q_mu.dtype, device=q.q_mu.device)
+        return q.q_mu + (q.q_sqrt @ eps[..., None])[..., 0]
 
     def cached_marginals(
         self, H: torch.Tensor, cache: PredictiveCache
@@ -294,16 +322,24 @@ class DeepGP(GPModel):
         return factors
 
     def propagate(
-        self, X: torch.Tensor, factors: list[Any], num_samples: int, *, fixed: bool = False
+        self, X: torch.Tensor, factors: list[Any], num_samples: int, *, fixed: bool = False,
+        shared_inducing: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Marginals of the top layer ``(S', B, Q)`` at ``S'`` samples of the inner layers'
         outputs for standardised inputs ``X`` ``(B, D)`` (``S' = 1`` for one layer, else
         ``num_samples``).  ``factors``: the layers' Cholesky factors (training) or
         prediction caches (``fixed=True``: the samples use fixed standard-normal numbers,
-        shared by the points)."""
+        shared by the points).  ``shared_inducing``: the inner layers condition on one
+        draw of their inducing values, shared by the samples (the importance-weighted
+        bound needs it); otherwise each sample integrates q(u) out."""
         H = X
         for i, (layer, f) in enumerate(zip(self.layers, factors, strict=True)):
-            m, v = layer.cached_marginals(H, f) if fixed else layer.marginals(H, f)
+            if fixed:
+                m, v = layer.cached_marginals(H, f)
+            elif shared_inducing and i < self.num_layers - 1:
+                m, v = layer.marginals_given(H, f, layer.draw_inducing())
+            else:
+                m, v = layer.marginals(H, f)
             if i == self.num_layers - 1:
                 return (m, v) if m.ndim == 3 else (m[None], v[None])
             shape = (num_samples,) + tuple(m.shape[-2:])
@@ -332,9 +368,10 @@ class DeepGP(GPModel):
         """Per-point value of the bound without the KL terms, ``(B,)``: the average over the
         samples of ``E[log p(y_n | f_L)]`` (``"elbo"``) or its log-mean-exp (``"iw"``)."""
         S = self.num_samples if num_samples is None else num_samples
-        m, v = self.propagate(self.standardize_inputs(X), factors, S)
+        iw = self.bound == "iw"
+        m, v = self.propagate(self.standardize_inputs(X), factors, S, shared_inducing=iw)
         ell = self._per_sample(self.likelihood.expected_log_prob, y, m, v)  # (S', B)
-        if self.bound == "iw":
+        if iw:
             return torch.logsumexp(ell, 0) - math.log(ell.shape[0])
         return ell.mean(0)
 
