@@ -90,6 +90,8 @@ FAMILIES = [
     Family("SLGP", lambda: lg.SLGP(num_inducing=8, hidden=(8,)),
            fit={"max_steps": 40, "lr": 0.05}, order=MC + "; its inducing inputs live in the "
            "encoding space and are initialised by k-means++ there"),
+    Family("DeepGP", lambda: lg.DeepGP(2, num_inducing=8),
+           fit={"max_steps": 40, "lr": 0.05}, order=MC + " (the samples through the layers)"),
     Family("GPRegressor", lambda: _sk().GPRegressor(max_steps=30), sklearn=True),
     Family("GPClassifier", lambda: _sk().GPClassifier(max_steps=30), task="binary",
            sklearn=True, order=KMEANS),

@@ -442,6 +442,7 @@ def test_evaluate_json_has_outputs_and_time(fitted, capsys):
         ("fitc", "gaussian", "SparseGP", "num_inducing", 128),
         ("shgp", "gaussian", "SHGP", "num_inducing", 100),
         ("slgp", "gaussian", "SLGP", "num_inducing", 100),
+        ("deepgp", "bernoulli", "DeepGP", "num_inducing", 100),
         ("sep", "probit", "SEP", "num_inducing", 50),
         ("gfitc", "probit", "GFITC", "num_inducing", 50),
         ("qsgp", "laplace", "QSGP", "num_basis", 1000),
@@ -470,7 +471,8 @@ def test_model_builders_training_defaults():
         "svgp": ("adam", 0.01), "exact": ("lbfgs", 1.0), "savigp": ("adam", 0.01),
         "sor": ("lbfgs", 1.0), "dtc": ("lbfgs", 1.0), "fitc": ("lbfgs", 1.0),
         "vfe": ("lbfgs", 1.0), "shgp": ("adam", 0.005), "smgp": ("adam", 0.005),
-        "slgp": ("adam", 0.005), "svhgp": ("adam", 0.005), "sep": ("sign", 0.2),
+        "slgp": ("adam", 0.005), "svhgp": ("adam", 0.005), "deepgp": ("adam", 0.01),
+        "sep": ("sign", 0.2),
         "gfitc": ("lbfgs", 1.0), "qsgp": ("adagrad", 0.1),
     }
     assert {n: b.fit_defaults() for n, b in cli.MODEL_BUILDERS.items()} == expected

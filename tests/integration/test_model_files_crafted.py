@@ -52,6 +52,7 @@ FAMILIES: dict[str, tuple[Callable[[], lg.GPModel], bool]] = {
     "SMGP": (lambda: lg.SMGP(num_inducing=3), False),
     "SLGP": (lambda: lg.SLGP(num_inducing=3, hidden=(4,)), False),
     "SVHGP": (lambda: lg.SVHGP(num_inducing=3), False),
+    "DeepGP": (lambda: lg.DeepGP(2, num_inducing=3, num_predict_samples=4), False),
 }
 
 

@@ -14,7 +14,7 @@ import latentgp as lg
 
 MODELS = [
     lg.ExactGP, lg.SparseGP, lg.SVGP, lg.SAVIGP, lg.GFITC, lg.SEP, lg.QSGP, lg.SHGP, lg.SMGP,
-    lg.SVHGP, lg.SLGP,
+    lg.SVHGP, lg.SLGP, lg.DeepGP,
 ]
 
 
@@ -154,7 +154,9 @@ def test_config_values_are_checked(bad):
             pass
 
 
-@pytest.mark.parametrize("cls", [lg.SVGP, lg.ExactGP, lg.SparseGP, lg.SAVIGP, lg.QSGP])
+@pytest.mark.parametrize(
+    "cls", [lg.SVGP, lg.ExactGP, lg.SparseGP, lg.SAVIGP, lg.QSGP, lg.DeepGP]
+)
 def test_noise_variance_is_spelt_the_same_in_every_model(cls):
     m = cls(noise_variance=0.25)
     assert float(m.likelihood.variance.detach()) == pytest.approx(0.25)

@@ -201,6 +201,13 @@ for _name, _summary, _build, _settings in (
         )
     ),
     (
+        "deepgp",
+        "deep GP of 2 SVGP layers (width min(D, 30), --inducing M = 100 per layer), "
+        "doubly stochastic VI, any likelihood; Salimbeni & Deisenroth, 2017",
+        model_family("DeepGP", size=100, num_layers=2),
+        {"sparse": True},
+    ),
+    (
         "sep",
         "scalable EP probit classifier, batch sweeps + sign-adaptive steps; Hernandez-Lobato "
         "& Hernandez-Lobato, AISTATS 2016",

@@ -2,6 +2,7 @@
 
 from .base import MODEL_REGISTRY, GPModel
 from .batched import BatchedExactGP
+from .deep import DeepGP
 from .exact import ExactGP
 from .gfitc import GFITC
 from .modulated import SHGP, SLGP, SMGP, SVHGP
@@ -13,7 +14,7 @@ from .sparse import SparseGP
 from .svgp import SVGP
 
 __all__ = [
-    "GPModel", "load", "MODEL_REGISTRY", "ExactGP", "BatchedExactGP", "SparseGP", "SVGP",
-    "SAVIGP", "SEP",
+    "GPModel", "load", "MODEL_REGISTRY", "DeepGP", "ExactGP", "BatchedExactGP", "SparseGP",
+    "SVGP", "SAVIGP", "SEP",
     "GFITC", "QSGP", "SHGP", "SMGP", "SLGP", "SVHGP", "read_model_file",
 ]

@@ -61,6 +61,8 @@ class BatchedExactGP(GPModel):
     default_lr = 1.0
     supports_minibatch = False
     supports_hyperpriors = False
+    #: the batched evidence is written for a zero prior mean (``mean=`` is refused)
+    supports_mean = False
 
     @keyword_only_after_first()
     def __init__(

@@ -1,0 +1,116 @@
+"""Deep GPs (DSVI, Salimbeni & Deisenroth 2017) on UCI regression: test NLPD for L layers.
+
+    .venv/bin/python benchmarks/deepgp_uci.py [--datasets housing,concrete,energy]
+        [--layers 1,2,3] [--split 0] [--steps 20000]
+    .venv/bin/python benchmarks/deepgp_uci.py --report      # docs/results/deepgp.md
+
+The paper's setting where this machine allows it: M = 100 inducing points per layer,
+RBF ARD kernels, inner layers of width min(D, 30) with the PCA / identity mean function,
+Adam at lr 0.01 on minibatches of min(N, 10,000) (the whole training set here), one
+sample through the layers per point in training, 100 at test, initial noise variance
+0.01.  Each run appends one provenance-stamped row to ``docs/results/deepgp.jsonl``.
+The splits are the data home's fixed ``uci/<name>`` splits (90/10), not the paper's 20
+random splits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+from machine import stamp
+
+import latentgp as lg
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "docs", "results")
+ROWS = os.path.join(OUT, "deepgp.jsonl")
+os.environ.setdefault("LATENTGP_DATA", os.path.join(HERE, "..", "..", "shared", "data"))
+
+
+def run(name: str, layers: int, split: int, steps: int) -> dict:
+    import latentgp.datasets as datasets
+
+    d = datasets.load(f"uci/{name}", split=split)
+    model = lg.DeepGP(layers, num_inducing=100, num_samples=1, num_predict_samples=100,
+                      noise_variance=0.01)
+    t = time.perf_counter()
+    model.fit(d.X_train, d.y_train, max_steps=steps, lr=0.01, optimizer="adam",
+              batch_size=min(len(d.y_train), 10000), seed=split, progress=False)
+    seconds = time.perf_counter() - t
+    lpd = model.log_predictive_density(d.X_test, d.y_test)
+    mean, _ = model.predict_y(d.X_test)
+    rmse = float(np.sqrt(np.mean((mean - d.y_test) ** 2)))
+    obj = np.asarray(model.history_.objective, dtype=float) / len(d.y_train)
+    tenth = max(1, len(obj) // 10)
+    return {
+        # the bound per training point: mean over the last and the one-but-last tenth of
+        # the steps (a rise between them: still climbing when the budget ran out)
+        "bound_last_tenth": float(obj[-tenth:].mean()),
+        "bound_previous_tenth": float(obj[-2 * tenth:-tenth].mean()),
+        "dataset": name, "layers": layers, "split": split, "steps": steps,
+        "num_inducing": 100, "nlpd": float(-np.mean(lpd)), "rmse": rmse,
+        "train_seconds": round(seconds, 1), "n_train": len(d.y_train),
+    }
+
+
+def _trend(r: dict) -> str:
+    if "bound_last_tenth" not in r:
+        return "not recorded"
+    return f"{r['bound_previous_tenth']:.3f} -> {r['bound_last_tenth']:.3f}"
+
+
+def report() -> None:
+    rows = [json.loads(line) for line in open(ROWS)] if os.path.exists(ROWS) else []
+    last: dict = {}
+    for r in rows:  # the latest run of each (dataset, layers, split, steps)
+        last[(r["dataset"], r["layers"], r["split"], r["steps"])] = r
+    lines = [
+        "| dataset | N train | layers | steps | test NLPD | test RMSE | bound / N, last two tenths "
+        "| train s | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for key in sorted(last):
+        r = last[key]
+        lines.append(
+            f"| {r['dataset']} | {r['n_train']} | {r['layers']} | {r['steps']} | "
+            f"{r['nlpd']:.3f} | {r['rmse']:.3f} | {_trend(r)} | {r['train_seconds']} | "
+            f"{r['provenance']['commit'][:10]} |"
+        )
+    path = os.path.join(OUT, "deepgp.md")
+    text = open(path).read() if os.path.exists(path) else ""
+    start, end = "<!-- table:start -->", "<!-- table:end -->"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + start + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1]
+        with open(path, "w") as fh:
+            fh.write(text)
+    print("\n".join(lines))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--datasets", default="housing,concrete,energy")
+    p.add_argument("--layers", default="1,2,3")
+    p.add_argument("--split", type=int, default=0)
+    p.add_argument("--steps", type=int, default=20000)
+    p.add_argument("--report", action="store_true")
+    a = p.parse_args()
+    if a.report:
+        report()
+        return
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    for name in a.datasets.split(","):
+        for L in (int(x) for x in a.layers.split(",")):
+            row = stamp(run(name, L, a.split, a.steps))
+            with open(ROWS, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            print(json.dumps({k: v for k, v in row.items() if k != "provenance"}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
