@@ -562,6 +562,8 @@ class GPModel(HyperpriorMixin, nn.Module):
         N = Xt.shape[0]
         first = not self.built
         if first:
+            if seed is not None:  # parameters drawn at build (SLGP's networks) are seeded
+                torch.manual_seed(seed)
             self._build_for_data(Xt, yt)
             if self._uses_scaling():
                 mean, sd, lo, hi = _column_stats(yt.reshape(N, -1))
