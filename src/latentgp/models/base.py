@@ -310,6 +310,10 @@ class GPModel(HyperpriorMixin, nn.Module):
     def _uses_scaling(self) -> bool:
         return self.normalize_y and self.likelihood.scale_family
 
+    #: a subclass's constructor arguments stored in its configuration as they are, each
+    #: under its own name (the attribute of the same name holds the value)
+    CONFIG_ATTRIBUTES: tuple[str, ...] = ()
+
     def get_config(self) -> dict[str, Any]:
         """Constructor arguments as JSON-serialisable values."""
         return {
@@ -319,6 +323,7 @@ class GPModel(HyperpriorMixin, nn.Module):
             "dtype": _dtype_name(self.dtype_),
             **({} if self.mean_function.is_zero else {"mean": self.mean_function.to_config()}),
             **self.hyperprior_config(),
+            **{name: getattr(self, name) for name in self.CONFIG_ATTRIBUTES},
         }
 
     @classmethod

@@ -239,20 +239,13 @@ class DeepGP(GPModel):
         self.learn_inducing = bool(learn_inducing)
         self.inducing_init = check_inducing_init(inducing_init, ("kmeans", "random"))
 
+    #: constructor arguments stored under their own names (``num_latent``: the argument,
+    #: which may be None, not the resolved Q)
+    CONFIG_ATTRIBUTES = ("num_layers", "num_inducing", "hidden_dim", "num_samples",
+                         "num_predict_samples", "bound", "learn_inducing", "inducing_init")
+
     def get_config(self) -> dict[str, Any]:
-        cfg = super().get_config()
-        cfg.update(
-            num_layers=self.num_layers,
-            num_inducing=self.num_inducing,
-            hidden_dim=self.hidden_dim,
-            num_latent=self._num_latent_arg,
-            num_samples=self.num_samples,
-            num_predict_samples=self.num_predict_samples,
-            bound=self.bound,
-            learn_inducing=self.learn_inducing,
-            inducing_init=self.inducing_init,
-        )
-        return cfg
+        return {**super().get_config(), "num_latent": self._num_latent_arg}
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
         return {"optimizer": "adam", "lr": 0.01, "batch_size": min(N, 1024)}

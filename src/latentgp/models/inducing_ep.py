@@ -46,9 +46,6 @@ class InducingEPClassifier(InducingInputs, GPModel):
 
     #: the EP site updates and evidence are derived for a zero-mean prior (no ``mean=``)
     supports_mean = False
-    #: the subclass's own constructor arguments, stored in its configuration under their
-    #: own names (after the shared ones)
-    CONFIG_ATTRIBUTES: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -75,7 +72,6 @@ class InducingEPClassifier(InducingInputs, GPModel):
     def get_config(self) -> dict[str, Any]:
         cfg = super().get_config()
         cfg.update(self.inducing_config())
-        cfg.update({name: getattr(self, name) for name in self.CONFIG_ATTRIBUTES})
         return cfg
 
     # ------------------------------------------------------------------ building --

@@ -129,7 +129,6 @@ class SLGP(ModulatedGP):
 
     def get_config(self):
         cfg = GPModel.get_config(self)
-        cfg.update({name: getattr(self, name) for name in self.CONFIG_ATTRIBUTES})
         cfg.update(hidden=list(self.hidden), nu0=self.nu0_init)
         return cfg
 

@@ -197,14 +197,12 @@ class QSGP(GPModel):
         """Number of basis functions m (what the CLI's ``--inducing`` sets)."""
         return self.m if self.m is not None else self.num_basis
 
+    #: constructor arguments stored under their own names (the option groups follow)
+    CONFIG_ATTRIBUTES = ("num_basis", "learn_hyperparameters", "augment")
+
     # ------------------------------------------------------------------ config --
     def get_config(self) -> dict[str, Any]:
         cfg = super().get_config()
-        cfg.update(
-            num_basis=self.num_basis,
-            learn_hyperparameters=self.learn_hyperparameters,
-            augment=self.augment,
-        )
         for argument in GROUPS:
             group = getattr(self, argument)
             cfg[argument] = group.to_config() if isinstance(group, OptionGroup) else group
