@@ -275,7 +275,14 @@ def main() -> None:
     ap.add_argument("--code", default=None,
                     help="the commit of the latentgp code measured, when it is not the "
                          "working tree's (e.g. an exported older src on PYTHONPATH)")
+    ap.add_argument("--quick", action="store_true",
+                    help="the 30-row cells, one repeat; printed, the file not written")
     args = ap.parse_args()
+    if args.quick:
+        for name, set_name in (c for c in CELLS if "30" in c[1]):
+            row = cell(name, set_name, 1)
+            print(json.dumps({k: row[k] for k in ("estimator", "set", "seconds", "test")}))
+        return
     data = {"runs": []}
     if os.path.exists(args.out):
         with open(args.out) as fh:

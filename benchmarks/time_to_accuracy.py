@@ -224,6 +224,8 @@ def main() -> None:
     ap.add_argument("--no-default", dest="default", action="store_false")
     ap.add_argument("--gpflow-python", default=None)
     ap.add_argument("--out", default=os.path.join(RESULTS, "time_to_accuracy.md"))
+    ap.add_argument("--quick", action="store_true",
+                    help="elevators split 0, M = 64, 5 s each; page in a temporary folder")
     ap.add_argument("--render", default=None,
                     help="rebuild the page (and figures) from this JSON of a run; no fits")
     args = ap.parse_args()
@@ -237,6 +239,9 @@ def main() -> None:
         with open(args.out, "w") as fh:
             fh.write(page(run["rows"], args, command=run["provenance"].get("command")))
         return
+    if args.quick:
+        args.sets, args.splits, args.M, args.budget, args.chunk = ["elevators"], [0], [64], 5, 10
+        args.out = os.path.join(tempfile.mkdtemp(), "time_to_accuracy.md")
     gpflow_py = gpflow_python(args.gpflow_python)
     rows = []
     for name in args.sets:

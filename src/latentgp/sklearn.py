@@ -35,7 +35,12 @@ from .means import ConstantMean
 from .models import SVGP, ExactGP, SparseGP, read_model_file
 from .rng import seeded_scope
 from .training import fit_with_restarts
-from .validation import check_choice, check_positive_float, check_positive_int
+from .validation import (
+    check_choice,
+    check_learning_rate,
+    check_positive_float,
+    check_positive_int,
+)
 
 __all__ = ["FULL_BATCH_LR", "FULL_BATCH_TOL", "GPRegressor", "GPClassifier", "GPCountRegressor",
            "load"]
@@ -105,6 +110,7 @@ class _GPBase(BaseEstimator):
         default rule take many hundreds for no better test log loss (measured in
         ``docs/results/sklearn_small.md``).  Adam trains Z with the rest, until the
         convergence rule of :mod:`latentgp.training.convergence` stops it."""
+        check_learning_rate(self.lr)  # checked even where L-BFGS takes its own step size
         optimizer = self._svgp_optimizer(X.shape[0], likelihood)
         self.optimizer_ = optimizer
         full_batch = optimizer == "lbfgs"

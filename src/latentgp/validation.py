@@ -262,6 +262,15 @@ def check_positive_float(value: Any, name: str) -> float:
     return v
 
 
+def check_learning_rate(lr: Any, name: str = "lr") -> float:
+    """A learning rate: a finite number > 0 (``ValueError`` naming it otherwise)."""
+    if isinstance(lr, bool) or not (
+        isinstance(lr, (int, float, np.integer, np.floating)) and math.isfinite(lr) and lr > 0
+    ):
+        raise ValueError(f"{name} must be a positive number, got {lr!r}")
+    return float(lr)
+
+
 def constant_columns(X: Any) -> list[int]:
     """Indices of the columns of ``X`` ``(N, D)`` that hold a single value (N >= 2).
 

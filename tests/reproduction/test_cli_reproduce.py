@@ -30,13 +30,14 @@ def test_list_names_every_experiment_script(capsys):
     names = [ln.split()[0] for ln in lines]
     assert names == list(EXPERIMENTS)
     # helpers, not experiments: the GPflow runner (called by sparse_reproduction), the
-    # reliability tables printer and the QSRVM diagnostic (pages written by hand from
-    # their output) and the machine description the scripts import
+    # reliability tables printer, the QSRVM and SLGP-moons diagnostics (pages written by
+    # hand from their output) and the machine description the scripts import
     helpers = {
         "gpflow_sparse_runner",
         "reliability_report",
         "qsgp_rvm_diagnostic",
         "qsgp_table3_lr",
+        "slgp_moons_diagnostic",
         "machine",
     }
     scripts = {p.stem for p in BENCH.glob("*.py")} - helpers

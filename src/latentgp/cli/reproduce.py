@@ -188,6 +188,48 @@ EXPERIMENTS: dict[str, Experiment] = {
             quick_overwrites=False,
         ),
         Experiment(
+            "batched_gps",
+            "batched_gps.py",
+            "issue 28: 1,000 independent exact GPs in one BatchedExactGP fit against a loop "
+            "(--quick: 40 members, printed)",
+            ("docs/results/batched_gps.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
+            "restarts",
+            "restarts.py",
+            "issue 28: ExactGP with restarts against scikit-learn's 10 restarts on 26 small "
+            "real sets (--quick: 3 sets, printed)",
+            ("docs/results/restarts.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
+            "sklearn_small",
+            "sklearn_small.py",
+            "issue 24: the scikit-learn estimators' default fits on small data "
+            "(--quick: the 30-row cells, printed)",
+            ("docs/results/sklearn_small.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
+            "time_to_accuracy",
+            "time_to_accuracy.py",
+            "issue 24: time until a test NLPD for latentgp, GPyTorch and GPflow with Adam "
+            "and natural gradients (--quick: elevators M=64, temp dir)",
+            ("docs/results/time_to_accuracy.md",),
+            results_dir=("--out", "time_to_accuracy.md"),
+            quick_overwrites=False,
+        ),
+        Experiment(
+            "deepgp_uci",
+            "deepgp_uci.py",
+            "issue 26: DeepGP with 1-3 layers on UCI housing, concrete, energy "
+            "(--quick: housing, 200 steps, printed)",
+            ("docs/results/deepgp.md",),
+            runs=((QUICK,), ("--report",)),
+            quick_overwrites=False,
+        ),
+        Experiment(
             "bo_heteroscedastic",
             "bo_heteroscedastic.py",
             "BoTorch qLogNEI on a heteroscedastic Branin: SHGP vs SingleTaskGP "

@@ -32,7 +32,7 @@ from ..io import WriteError, check_writable
 from ..linalg import CholeskyError, JitterWarning
 from ..models.base import GPModel
 from ..rng import seeded_scope
-from ..validation import cap_at_rows, check_positive_int, check_seed
+from ..validation import cap_at_rows, check_learning_rate, check_positive_int, check_seed
 from . import distributed as D
 from .convergence import default_ceiling, default_rule
 from .diagnostics import diagnose_fit
@@ -249,9 +249,7 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
     if not isinstance(optimizer, str):
         raise ValueError(f"optimizer must be a name, got {optimizer!r}")
     optimizer = optimizer.lower()
-    lr = defaults["lr"] if kw["lr"] is None else kw["lr"]
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    lr = check_learning_rate(defaults["lr"] if kw["lr"] is None else kw["lr"])
     if batch_size is None:
         # L-BFGS is a full-batch method: asking for it without a batch size means all N
         # points, whatever minibatch size the model would pick for its default optimiser.
