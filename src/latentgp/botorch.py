@@ -67,7 +67,7 @@ from .mixtures import mixture_joint_moments
 from .models import SAVIGP, SVGP, BatchedExactGP, ExactGP, GPModel, SparseGP
 from .models.modulated.base import MixturePredictive
 from .priors import LogNormal
-from .variational import conditional_covariance
+from .variational import cached_conditional
 
 __all__ = ["ConditionedModel", "LatentGPModel", "default_model"]
 
@@ -147,7 +147,9 @@ def _savigp_joint(model: SAVIGP, X: torch.Tensor):
     _, parts, pcache = model.prediction_cache()
     # one singleton axis per leading axis of q's mean (components, latents)
     Xe = X.reshape(X.shape[:-2] + (1,) * (pcache.q_mu.ndim - 1) + X.shape[-2:])
-    mean, cov = conditional_covariance(pcache, model.kernel(model.Z, Xe), model.kernel(Xe))
+    mean, cov = cached_conditional(
+        pcache, model.kernel(model.Z, Xe), model.kernel(Xe), full_cov=True
+    )
     # (..., K, Q, q) and (..., K, Q, q, q): components first for the mixture
     mean, cov = mixture_joint_moments(parts[0].detach(), mean.movedim(-3, 0), cov.movedim(-4, 0))
     return mean.mT, cov

@@ -12,8 +12,8 @@ import torch
 
 import latentgp as lg
 from latentgp.variational import (
-    cached_marginals,
-    conditional_covariance,
+    InducingQ,
+    cached_conditional,
     conditional_marginals,
     predictive_cache,
 )
@@ -69,15 +69,31 @@ def test_marginals_cache_and_joint_agree_with_dense_reference(lead, whiten, diag
 
     for mode in ("auto", "solve"):
         with lg.config(marginals=mode):
-            cache = predictive_cache(Lzz, mu, sq, whiten, diag)
+            cache = predictive_cache(Lzz, InducingQ(mu, sq, whiten, diag))
         # diagonal components on a leading axis share one projection: no quadratic form
         assert cache.uses_quad_form == (mode == "auto" and not (lead and diag))
-        m2, v2 = cached_marginals(cache, Kzx, kxx)
+        m2, v2 = cached_conditional(cache, Kzx, kxx)
         torch.testing.assert_close(m2, mean_ref, rtol=1e-7, atol=1e-9)
         torch.testing.assert_close(v2, var_ref, rtol=1e-7, atol=1e-9)
-        m3, c3 = conditional_covariance(cache, Kzx, k(X))
+        m3, c3 = cached_conditional(cache, Kzx, k(X), full_cov=True)
         torch.testing.assert_close(m3, mean_ref, rtol=1e-7, atol=1e-9)
         torch.testing.assert_close(c3, cov_ref, rtol=1e-7, atol=1e-9)
+
+
+def test_old_cached_spellings_warn_and_equal_cached_conditional():
+    """``cached_marginals`` / ``conditional_covariance`` (before ``cached_conditional``)
+    still work, with a DeprecationWarning naming the new spelling."""
+    g, k, Z, X, Kzz, Lzz = _problem(B=4)
+    mu, sq, _ = _q(g, (), 2, 5, diag=False)
+    cache = predictive_cache(Lzz, InducingQ(mu, sq, False))
+    Kzx = k(Z, X)
+    with pytest.warns(DeprecationWarning, match=r"cached_conditional\(\.\.\.\)"):
+        old = lg.variational.cached_marginals(cache, Kzx, k.diag(X))
+    with pytest.warns(DeprecationWarning, match="full_cov=True"):
+        old_joint = lg.variational.conditional_covariance(cache, Kzx, k(X))
+    for a, b in zip(old + old_joint, cached_conditional(cache, Kzx, k.diag(X))
+                    + cached_conditional(cache, Kzx, k(X), full_cov=True), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_leading_component_axis_has_the_gradients_of_a_loop():

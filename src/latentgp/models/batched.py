@@ -33,19 +33,18 @@ import numpy as np
 import torch
 
 from ..kernels import Stationary
-from ..likelihoods import Gaussian
 from ..linalg import cho_solve, cholesky, solve_lower
 from ..parameters import spread_unit
 from ..rng import seeded_scope
-from ..validation import check_inputs, check_targets, keyword_only_after_first
-from .base import GPModel, register_model, require_gaussian_likelihood
-from .exact import EXACT_RTOL, gaussian_log_marginal
+from ..validation import check_inputs, check_targets
+from .base import register_model
+from .exact import ExactGaussianGP, gaussian_log_marginal
 
 __all__ = ["BatchedExactGP"]
 
 
 @register_model
-class BatchedExactGP(GPModel):
+class BatchedExactGP(ExactGaussianGP):
     """``B`` independent exact GP regressions fitted in one call (see the module notes).
 
     ``fit(X, y)`` with ``X`` ``(B, N, D)`` and ``y`` ``(B, N)``; the kernel must be
@@ -57,31 +56,15 @@ class BatchedExactGP(GPModel):
     member; priors are not supported.
     """
 
-    default_optimizer = "lbfgs"
-    default_lr = 1.0
-    supports_minibatch = False
     supports_hyperpriors = False
     #: the batched evidence is written for a zero prior mean (``mean=`` is refused)
     supports_mean = False
-
-    @keyword_only_after_first()
-    def __init__(
-        self,
-        kernel: str | Stationary | None = "rbf",
-        *,
-        likelihood: str | Gaussian = "gaussian",
-        **common: Any,
-    ) -> None:
-        super().__init__(kernel, likelihood, **common)
-        require_gaussian_likelihood(self, "fit other likelihoods one SVGP at a time")
-        if not isinstance(self.kernel, Stationary):
-            raise ValueError(
-                "BatchedExactGP takes a stationary kernel (rbf, matern12/32/52), got "
-                f"{type(self.kernel).__name__}"
-            )
-        self.num_gps: int | None = None
-        self.register_buffer("X_train", torch.zeros(0, 0, 0, dtype=self.dtype_))
-        self.register_buffer("y_train", torch.zeros(0, 0, dtype=self.dtype_))
+    data_ranks = (3, 2)  # X_train (B, N, D), y_train (B, N)
+    kernel_type = Stationary
+    kernel_requirement = "a stationary kernel (rbf, matern12/32/52)"
+    non_gaussian_advice = "fit other likelihoods one SVGP at a time"
+    #: the number of members ``B`` (None until built)
+    num_gps: int | None = None
 
     # ----------------------------------------------------------------- building --
     def _build(
@@ -106,10 +89,6 @@ class BatchedExactGP(GPModel):
     def _build_args(self) -> dict[str, Any]:
         return {**super()._build_args(), "num_gps": self.num_gps,
                 "num_data": int(self.X_train.shape[1])}
-
-    def _default_fit_args(self, N: int) -> dict[str, Any]:
-        # each member's convergence test is ExactGP's (the batched L-BFGS reads it)
-        return {"optimizer": "lbfgs", "lr": 1.0, "convergence": {"rtol": EXACT_RTOL}}
 
     # -------------------------------------------------------------- data checks --
     def check_batch(self, X: Any, y: Any = None) -> tuple[torch.Tensor, torch.Tensor | None]:

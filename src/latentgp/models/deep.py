@@ -57,7 +57,7 @@ from ..validation import cap_at_rows, check_choice, check_positive_int
 from ..variational import (
     GaussianVariational,
     PredictiveCache,
-    cached_marginals,
+    cached_conditional,
     conditional_marginals,
     gaussian_marginals,
     gaussian_predictive_cache,
@@ -160,7 +160,7 @@ class DGPLayer(InducingInputs, nn.Module):
         """:meth:`marginals` from the conditional's prediction cache (no gradients)."""
         lead = H.shape[:-1]
         Hf = H.reshape(-1, H.shape[-1])
-        m, v = cached_marginals(cache, self.kernel(self.Z, Hf), self.kernel.diag(Hf))
+        m, v = cached_conditional(cache, self.kernel(self.Z, Hf), self.kernel.diag(Hf))
         m, v = m.mT.reshape(lead + (-1,)), v.mT.reshape(lead + (-1,))
         return self._with_mean(H, m), v
 

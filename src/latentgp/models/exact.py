@@ -69,22 +69,23 @@ def gaussian_log_marginal(K: torch.Tensor, L: torch.Tensor, Y: torch.Tensor) -> 
 EXACT_RTOL = 1e-9
 
 
-@register_model
-class ExactGP(PathwiseSampling, GPModel):
-    """Exact Gaussian-process regression (Gaussian likelihood only).
-
-    Multi-output targets ``(N, P)`` share the kernel and noise.  Trains with L-BFGS on the
-    full data by default.
-    Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
-    ``dtype``, ``noise_variance``.
+class ExactGaussianGP(GPModel):
+    """What the exact Gaussian-noise regressions (:class:`ExactGP`, and
+    :class:`~latentgp.models.BatchedExactGP` for many at once) share: a Gaussian
+    likelihood only, the training data stored for prediction (buffers ``X_train``,
+    ``y_train`` of rank :attr:`data_ranks`), full-batch L-BFGS to :data:`EXACT_RTOL`.
     """
 
     default_optimizer = "lbfgs"
     default_lr = 1.0
     supports_minibatch = False
-    paths_builder = staticmethod(exact_paths)
-    #: largest training set accepted (an N x N factor of 50,000 points is 20 GB in float64)
-    max_num_data = 50_000
+    #: ranks of the stored ``X_train`` and ``y_train`` (one GP: ``(N, D)``, ``(N,)``)
+    data_ranks: tuple[int, int] = (2, 1)
+    #: the kernels taken, and how to say so when another is given
+    kernel_type: type = Kernel
+    kernel_requirement = "any kernel"
+    #: what the refusal of a non-Gaussian likelihood advises instead
+    non_gaussian_advice = "use SVGP for other likelihoods"
 
     @keyword_only_after_first()
     def __init__(
@@ -95,9 +96,33 @@ class ExactGP(PathwiseSampling, GPModel):
         **common: Any,
     ) -> None:
         super().__init__(kernel, likelihood, **common)
-        require_gaussian_likelihood(self, "use SVGP for other likelihoods")
-        self.register_buffer("X_train", torch.zeros(0, 0, dtype=self.dtype_))
-        self.register_buffer("y_train", torch.zeros(0, dtype=self.dtype_))
+        require_gaussian_likelihood(self, self.non_gaussian_advice)
+        if not isinstance(self.kernel, self.kernel_type):
+            raise ValueError(
+                f"{type(self).__name__} takes {self.kernel_requirement}, got "
+                f"{type(self.kernel).__name__}"
+            )
+        rank_x, rank_y = self.data_ranks
+        self.register_buffer("X_train", torch.zeros((0,) * rank_x, dtype=self.dtype_))
+        self.register_buffer("y_train", torch.zeros((0,) * rank_y, dtype=self.dtype_))
+
+    def _default_fit_args(self, N: int) -> dict[str, Any]:
+        return {"optimizer": "lbfgs", "lr": 1.0, "convergence": {"rtol": EXACT_RTOL}}
+
+
+@register_model
+class ExactGP(PathwiseSampling, ExactGaussianGP):
+    """Exact Gaussian-process regression (Gaussian likelihood only).
+
+    Multi-output targets ``(N, P)`` share the kernel and noise.  Trains with L-BFGS on the
+    full data by default.
+    Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
+    ``dtype``, ``noise_variance``.
+    """
+
+    paths_builder = staticmethod(exact_paths)
+    #: largest training set accepted (an N x N factor of 50,000 points is 20 GB in float64)
+    max_num_data = 50_000
 
     def _build(self, input_dim: int, output_dim: int, num_data: int = 0) -> None:
         super()._build(input_dim, output_dim)
@@ -109,9 +134,6 @@ class ExactGP(PathwiseSampling, GPModel):
 
     def _build_args(self):
         return {**super()._build_args(), "num_data": int(self.X_train.shape[0])}
-
-    def _default_fit_args(self, N):
-        return {"optimizer": "lbfgs", "lr": 1.0, "convergence": {"rtol": EXACT_RTOL}}
 
     def _validate_sizes(self, N: int) -> None:
         if N > self.max_num_data:

@@ -19,7 +19,7 @@ import torch
 from ..kernels import Kernel
 from ..likelihoods import Bernoulli, likelihood_from_name
 from ..linalg import cholesky
-from ..variational import predictive_cache
+from ..variational import InducingQ, predictive_cache
 from .base import GPModel, init_sample
 from .inducing_inputs import InducingInputs
 
@@ -136,7 +136,7 @@ class InducingEPClassifier(InducingInputs, GPModel):
     def _compute_cache(self):
         """The strategy's prediction cache of q(u) = N(q_mean, q_sqrt q_sqrt^T) (over u)."""
         L = self.prior_factor()
-        return predictive_cache(L, self.q_mean[None], self.q_sqrt[None], whiten=False)
+        return predictive_cache(L, InducingQ(self.q_mean[None], self.q_sqrt[None], whiten=False))
 
     def objective(self, X, y, num_data):  # pragma: no cover - EP models train in fit
         raise NotImplementedError(f"{type(self).__name__} trains with its own EP loop in fit")

@@ -29,7 +29,7 @@ from ..inducing import INIT_METHODS, check_inducing_init, inducing_inputs_arg, i
 from ..linalg import cholesky
 from ..parameters import column_unit
 from ..validation import cap_at_rows, check_positive_int
-from ..variational import PredictiveCache, cached_marginals, conditional_covariance
+from ..variational import PredictiveCache, cached_conditional
 
 
 class InducingInputs:
@@ -163,7 +163,7 @@ class InducingInputs:
 
     def _predict_f_chunk(self, X: torch.Tensor, cache: PredictiveCache):
         """Marginals ``(B, Q)`` of q(f) at ``X`` from the conditional's cache."""
-        mean, var = cached_marginals(
+        mean, var = cached_conditional(
             cache, self.kernel(self.Z, X), self.kernel.diag(X), mean_x=self.latent_prior_mean(X)  # type: ignore[attr-defined]
         )
         return mean.mT, var.mT
@@ -179,7 +179,7 @@ class InducingInputs:
         mean_x = self.latent_prior_mean(X)
         if X.ndim > 2:  # batches of inputs broadcast against the latent axis
             X = X[..., None, :, :]
-        mean, cov = conditional_covariance(cache, k(self.Z, X), k(X), mean_x=mean_x)
+        mean, cov = cached_conditional(cache, k(self.Z, X), k(X), full_cov=True, mean_x=mean_x)
         return mean.mT, cov
 
     def _set_input_unit(self, X: torch.Tensor) -> None:

@@ -47,8 +47,9 @@ from ..linalg import cholesky, solve_lower
 from ..parameters import inv_softplus, softplus
 from ..validation import check_positive_int, check_targets, keyword_only_after_first
 from ..variational import (
+    InducingQ,
     PredictiveCache,
-    cached_marginals,
+    cached_conditional,
     conditional_marginals,
     predictive_cache,
 )
@@ -360,15 +361,15 @@ class SAVIGP(InducingInputs, GPModel):
         ent = entropy_bound(w, v, C, False, q.logdet()) + 0.5 * logdet_K.sum()
         return ent, whitened_cross_entropy(w, v, C, logdet_K)
 
-    def _conditional_args(self, parts) -> tuple:
-        """q(u)'s components as the conditional takes them: ``(means, sqrt, whiten,
-        is_diag)``.  Whitened full factors go in as they are stored (``v``, ``C``), so no
-        ``Lzz C`` product or solve against it is needed; otherwise the u-space values."""
+    def _conditional_args(self, parts) -> InducingQ:
+        """q(u)'s components as the conditional takes them (:class:`InducingQ`).
+        Whitened full factors go in as they are stored (``v``, ``C``), so no ``Lzz C``
+        product or solve against it is needed; otherwise the u-space values."""
         q = self.q
         if self._whitened_full():
-            return q.means, q.sqrt(), True, False
+            return InducingQ(q.means, q.sqrt(), True, False)
         _, m, R, _ = parts
-        return m, R, False, q.is_diag
+        return InducingQ(m, R, False, q.is_diag)
 
     def _marginals(self, X: torch.Tensor, Lzz: torch.Tensor, parts) -> tuple:
         """Component marginals of q(f_n): mean, var ``(K, B, Q)`` (prior mean included).
@@ -384,7 +385,7 @@ class SAVIGP(InducingInputs, GPModel):
 
     def _cached_marginals(self, X: torch.Tensor, cache: PredictiveCache) -> tuple:
         """:meth:`_marginals` from the prediction cache, ``(K, B, Q)``."""
-        mean, var = cached_marginals(
+        mean, var = cached_conditional(
             cache, self.kernel(self.Z, X), self.kernel.diag(X), mean_x=self.latent_prior_mean(X)
         )
         return mean.mT + self.prior_mean, var.mT
@@ -587,7 +588,7 @@ class SAVIGP(InducingInputs, GPModel):
     def _compute_cache(self):
         Lzz = self.prior_factor()
         parts = self.posterior_components(Lzz)
-        return Lzz, parts, predictive_cache(Lzz, *self._conditional_args(parts))
+        return Lzz, parts, predictive_cache(Lzz, self._conditional_args(parts))
 
     def component_marginals(self, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-component latent marginals at ``X``: weights ``(K,)``, mean and var

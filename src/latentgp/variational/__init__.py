@@ -8,7 +8,9 @@
 
 from .gaussian import GaussianVariational, gaussian_kl
 from .strategy import (
+    InducingQ,
     PredictiveCache,
+    cached_conditional,
     cached_marginals,
     conditional_covariance,
     conditional_marginals,
@@ -20,7 +22,9 @@ from .strategy import (
 
 __all__ = [
     "GaussianVariational",
+    "InducingQ",
     "PredictiveCache",
+    "cached_conditional",
     "cached_marginals",
     "conditional_covariance",
     "conditional_marginals",

@@ -34,7 +34,9 @@ would lose accuracy (float32, or Kzz badly conditioned).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -45,6 +47,25 @@ from .fastpaths import (
     quad_form_factors,
     whitened_moments,
 )
+
+
+class InducingQ(NamedTuple):
+    """q over the inducing values as the conditional takes it.
+
+    ``q_mu`` ``(..., Q, M)``; ``q_sqrt`` ``(..., Q, M, M)`` a square root of the
+    covariance, or ``(..., Q, M)`` standard deviations if ``is_diag``, or None for a point
+    mass; ``whiten``: q is over ``v = Lzz^{-1} u`` (else over u).  Unpacks into the
+    positional arguments of :func:`conditional_marginals`."""
+
+    q_mu: torch.Tensor
+    q_sqrt: torch.Tensor | None
+    whiten: bool
+    is_diag: bool = False
+
+    @classmethod
+    def of(cls, q) -> InducingQ:
+        """From a :class:`~latentgp.variational.GaussianVariational`."""
+        return cls(q.q_mu, q.factor(), q.whiten, q.is_diag)
 
 
 def _merge_components(Lzz: torch.Tensor, q_mu: torch.Tensor, q_sqrt: torch.Tensor | None):
@@ -154,8 +175,7 @@ def gaussian_marginals(
     """:func:`conditional_marginals` of a
     :class:`~latentgp.variational.GaussianVariational` ``q``: ``(Q, B)`` each."""
     return conditional_marginals(
-        Kzx, Kxx_diag, Lzz, q.q_mu, q.factor(), q.whiten, q.is_diag,
-        mean_x=mean_x, mean_z=mean_z,
+        Kzx, Kxx_diag, Lzz, *InducingQ.of(q), mean_x=mean_x, mean_z=mean_z
     )
 
 
@@ -181,81 +201,71 @@ class PredictiveCache:
     def uses_quad_form(self) -> bool:
         return self.R is not None
 
+    @property
+    def q(self) -> InducingQ:
+        """The q (a deviation from the prior mean) this cache was built from."""
+        return InducingQ(self.q_mu, self.q_sqrt, self.whiten, self.q_sqrt_is_diag)
+
 
 def predictive_cache(
-    Lzz: torch.Tensor,
-    q_mu: torch.Tensor,
-    q_sqrt: torch.Tensor | None,
-    whiten: bool,
-    q_sqrt_is_diag: bool = False,
-    *,
-    mean_z: torch.Tensor | None = None,
+    Lzz: torch.Tensor, q: InducingQ, *, mean_z: torch.Tensor | None = None
 ) -> PredictiveCache:
-    """Build the :class:`PredictiveCache` of q in ``O(M^3)`` per latent and component
-    (diagonal components on a leading axis keep the solve path: it shares one projection
-    across them).  ``mean_z`` ``(Q, M)``: the prior mean at Z (None: zero); the
-    prediction then adds ``m(X)`` (``mean_x`` of :func:`cached_marginals`)."""
-    q_mu = inducing_deviation(q_mu, mean_z, whiten)
-    lead = tuple(q_mu.shape[:-2])
-    if not quad_form_affordable(Lzz) or (lead and q_sqrt_is_diag):
-        return PredictiveCache(Lzz, q_mu, q_sqrt, whiten, q_sqrt_is_diag)
-    Q, M = q_mu.shape[-2:]
-    L, mu, sq = _merge_components(Lzz, q_mu, q_sqrt)
-    m_w, T = whitened_moments(L, mu, sq, whiten, q_sqrt_is_diag)
+    """Build the :class:`PredictiveCache` of ``q`` (:class:`InducingQ`) in ``O(M^3)`` per
+    latent and component (diagonal components on a leading axis keep the solve path: it
+    shares one projection across them).  ``mean_z`` ``(Q, M)``: the prior mean at Z
+    (None: zero); the prediction then adds ``m(X)`` (``mean_x`` of
+    :func:`cached_conditional`)."""
+    q = q._replace(q_mu=inducing_deviation(q.q_mu, mean_z, q.whiten))
+    lead = tuple(q.q_mu.shape[:-2])
+    if not quad_form_affordable(Lzz) or (lead and q.is_diag):
+        return PredictiveCache(Lzz, *q)
+    Q, M = q.q_mu.shape[-2:]
+    L, mu, sq = _merge_components(Lzz, q.q_mu, q.q_sqrt)
+    m_w, T = whitened_moments(L, mu, sq, q.whiten, q.is_diag)
     alpha, R = quad_form_factors(L, m_w, T)
-    return PredictiveCache(
-        Lzz,
-        q_mu,
-        q_sqrt,
-        whiten,
-        q_sqrt_is_diag,
-        alpha.reshape(lead + (Q, M)),
-        R.reshape(lead + (Q, M, M)),
-    )
+    return PredictiveCache(Lzz, *q, alpha.reshape(lead + (Q, M)), R.reshape(lead + (Q, M, M)))
 
 
 def gaussian_predictive_cache(
     q, Lzz: torch.Tensor, *, mean_z: torch.Tensor | None = None
 ) -> PredictiveCache:
     """:func:`predictive_cache` of a :class:`~latentgp.variational.GaussianVariational`."""
-    return predictive_cache(Lzz, q.q_mu, q.factor(), q.whiten, q.is_diag, mean_z=mean_z)
+    return predictive_cache(Lzz, InducingQ.of(q), mean_z=mean_z)
 
 
-def cached_marginals(
-    cache: PredictiveCache,
-    Kzx: torch.Tensor,
-    Kxx_diag: torch.Tensor,
-    *,
-    mean_x: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Marginals ``(..., Q, B)`` of q(f) from a :class:`PredictiveCache` (no gradients
-    needed: prediction).  Quadratic form: ``mean = m(X) + Kzx^T alpha``,
-    ``var = kxx - diag(Kzx^T R Kzx)``; otherwise :func:`conditional_marginals`.
-    ``mean_x`` ``(Q, B)``: the prior mean at the batch (None: zero)."""
-    if cache.R is None:
-        return conditional_marginals(
-            Kzx, Kxx_diag, cache.Lzz, cache.q_mu, cache.q_sqrt, cache.whiten,
-            cache.q_sqrt_is_diag, mean_x=mean_x,
-        )
-    mean = (cache.alpha[..., None, :] @ Kzx)[..., 0, :]  # a matrix product, not a reduction
-    var = Kxx_diag - (Kzx * (cache.R @ Kzx)).sum(-2)
-    return _add_mean(mean, mean_x), _clamp_var(var, Kxx_diag)
-
-
-def conditional_covariance(
+def cached_conditional(
     cache: PredictiveCache,
     Kzx: torch.Tensor,
     Kxx: torch.Tensor,
     *,
+    full_cov: bool = False,
     mean_x: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean ``(..., Q, B)`` and joint covariance ``(..., Q, B, B)`` of q(f) at a batch.
+    """q(f) at a batch from a :class:`PredictiveCache` (prediction: no gradients needed).
 
-    ``Kxx`` ``(Q, B, B)`` (or ``(B, B)``): the prior covariance of the batch; ``mean_x``
-    ``(..., Q, B)`` the prior mean there (None: zero).
+    ``full_cov=False``: ``Kxx`` ``(Q, B)`` the prior variances; returns the marginal mean
+    and variance ``(..., Q, B)`` each.  Quadratic form: ``mean = m(X) + Kzx^T alpha``,
+    ``var = kxx - diag(Kzx^T R Kzx)``; otherwise :func:`conditional_marginals`.
+
+    ``full_cov=True``: ``Kxx`` ``(Q, B, B)`` (or ``(B, B)``) the prior covariance; returns
+    the mean ``(..., Q, B)`` and joint covariance ``(..., Q, B, B)``,
     ``cov = Kxx - A^T A + (S^T W)^T (S^T W)`` with ``A = Lzz^{-1} Kzx`` and ``W = A``
     (whitened) or ``Lzz^{-T} A``.
+
+    ``mean_x`` ``(Q, B)``: the prior mean at the batch (None: zero).
     """
+    if full_cov:
+        mean, cov = _joint_conditional(cache, Kzx, Kxx)
+        return _add_mean(mean, mean_x), cov
+    if cache.R is None:
+        return conditional_marginals(Kzx, Kxx, cache.Lzz, *cache.q, mean_x=mean_x)
+    mean = (cache.alpha[..., None, :] @ Kzx)[..., 0, :]  # a matrix product, not a reduction
+    var = Kxx - (Kzx * (cache.R @ Kzx)).sum(-2)
+    return _add_mean(mean, mean_x), _clamp_var(var, Kxx)
+
+
+def _joint_conditional(cache: PredictiveCache, Kzx: torch.Tensor, Kxx: torch.Tensor):
+    """Zero-mean joint moments of :func:`cached_conditional` (``full_cov=True``)."""
     Lzz = cache.Lzz
     batch = torch.broadcast_shapes(Lzz.shape[:-2], Kzx.shape[:-2])
     A = solve_lower(Lzz, Kzx.expand(batch + Kzx.shape[-2:]))
@@ -266,4 +276,22 @@ def conditional_covariance(
         S = torch.diag_embed(cache.q_sqrt) if cache.q_sqrt_is_diag else cache.q_sqrt
         SW = S.mT @ W
         cov = cov + SW.mT @ SW
-    return _add_mean(mean, mean_x), cov
+    return mean, cov
+
+
+def cached_marginals(cache: PredictiveCache, Kzx: torch.Tensor, Kxx_diag: torch.Tensor, **kw):
+    """Deprecated spelling of ``cached_conditional(cache, Kzx, Kxx_diag)``."""
+    _renamed("cached_marginals(...)", "cached_conditional(...)")
+    return cached_conditional(cache, Kzx, Kxx_diag, **kw)
+
+
+def conditional_covariance(cache: PredictiveCache, Kzx: torch.Tensor, Kxx: torch.Tensor, **kw):
+    """Deprecated spelling of ``cached_conditional(cache, Kzx, Kxx, full_cov=True)``."""
+    _renamed("conditional_covariance(...)", "cached_conditional(..., full_cov=True)")
+    return cached_conditional(cache, Kzx, Kxx, full_cov=True, **kw)
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"latentgp.variational.{old} is now {new}", DeprecationWarning, stacklevel=3
+    )
