@@ -904,7 +904,7 @@ def report() -> None:
             "",
         ]
     lines += ["## Implementation notes", ""] + [f"- {n}" for n in IMPLEMENTATION_NOTES] + [""]
-    lines += ["", "## Not done", "", NOT_DONE_INTRO, ""] + [f"- {n}" for n in NOT_DONE] + [""]
+    lines += ["## Not done", "", NOT_DONE_INTRO, ""] + [f"- {n}" for n in NOT_DONE] + [""]
     with open(os.path.join(OUT, "sep.md"), "w") as fh:
         fh.write("\n".join(lines))
     print("wrote", os.path.join(OUT, "sep.md"))
