@@ -572,7 +572,8 @@ def report() -> None:
     if digits:
         rows = digits["rows"]
         lines += [
-            "## Conditional generation: scikit-learn digits (stand-in for MNIST)",
+            "## Conditional generation: scikit-learn digits (stand-in for MNIST; "
+            "seed Table 4, Fig. 9)",
             "",
             "Label (one-hot, 10) -> 8x8 image (64 pixels scaled to [0, 1]), 1,618 train / "
             "179 test images (seeded 90/10). SLGP: M = 100, beta = 0.01, S = 2, MLPs 2x256, "

@@ -480,7 +480,7 @@ def write_page(cmd: str, args) -> None:
     if "rvm" in parts:
         r = parts["rvm"]["results"]
         L += [
-            "## QSRVM on noisy sinc (n = m = 500)",
+            "## QSRVM on noisy sinc (n = m = 500), the paper's Fig. 3",
             "",
             f"Chevron (10 dense columns), control variate rank 250, m~ = 250, n~ = 100, "
             f"{r['steps']} steps, "
@@ -514,7 +514,7 @@ def write_page(cmd: str, args) -> None:
     if "augment" in parts:
         r = parts["augment"]["results"]
         L += [
-            "## Augmentation (Appendix G) on a 20-point sinc",
+            "## Augmentation (Appendix G) on a 20-point sinc, the paper's Fig. 2",
             "",
             "![augmentation](qsgp_augmentation.png)",
             "",
