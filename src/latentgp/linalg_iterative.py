@@ -128,7 +128,10 @@ class KernelOperator:
             with torch.enable_grad():
                 f = (A[c] * (self.cross(self.X[c], self.X) @ B)).sum()
                 gs = torch.autograd.grad(f, inputs, allow_unused=True)
-            grads = [g if a is None else (a if g is None else a + g) for a, g in zip(grads, gs)]
+            grads = [
+                g if a is None else (a if g is None else a + g)
+                for a, g in zip(grads, gs, strict=True)
+            ]
         return grads
 
 
@@ -331,7 +334,9 @@ def slq_logdet(
     like = operator.X
     W = rademacher(pre.rank + operator.size, num_probes, generator, like=like)
     Z = pre.probes(W)
-    res = conjugate_gradients(operator.matmul, Z, precondition=pre.solve, tol=tol, max_iter=max_iter)
+    res = conjugate_gradients(
+        operator.matmul, Z, precondition=pre.solve, tol=tol, max_iter=max_iter
+    )
     return slq_from_cg(res, range(num_probes), Z, pre), res
 
 
@@ -392,7 +397,7 @@ class _IterativeLogMarginal(torch.autograd.Function):
         A, B, alpha, *params = ctx.saved_tensors
         g_noise = g * (A * B).sum() if ctx.needs_input_grad[1] else None
         g_R = -g * alpha if ctx.needs_input_grad[2] else None
-        wanted = [p for p, need in zip(params, ctx.needs_input_grad[3:]) if need]
+        wanted = [p for p, need in zip(params, ctx.needs_input_grad[3:], strict=True) if need]
         grads = iter(ctx.op.bilinear_grad(A, B, wanted) if wanted else [])
         g_params = []
         for need in ctx.needs_input_grad[3:]:

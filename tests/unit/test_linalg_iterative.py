@@ -184,7 +184,8 @@ def test_finite_differences_of_the_deterministic_part():
     h = 1e-5
 
     def value(noise):
-        return float(iterative_log_marginal(k, X, torch.tensor(noise, dtype=F64), y[:, None], params,
+        s_ = torch.tensor(noise, dtype=F64)
+        return float(iterative_log_marginal(k, X, s_, y[:, None], params,
                                             diag=k.diag(X).detach(), options=opts))
 
     fd = (value(float(s2) + h) - value(float(s2) - h)) / (2 * h)
