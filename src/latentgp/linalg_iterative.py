@@ -45,6 +45,10 @@ class IterativeOptions(OptionGroup):
     seed: seed of the probes; the same probes at every evaluation, so the objective is a
         deterministic function of the parameters (L-BFGS's line search needs that).
     chunk_rows: rows of ``K`` computed at once (None: about 2^22 entries per block).
+    variance: how predictive variances are computed: ``"love"`` (default: a Lanczos
+        cache built once, :class:`LoveCache`, then ``O(N k)`` per test point) or ``"cg"``
+        (a CG solve per prediction chunk: exact to ``tol``, one solve per chunk).
+    love_rank: Lanczos steps of the LOVE cache (``k``).
     """
 
     argument = "iterative"
@@ -56,6 +60,8 @@ class IterativeOptions(OptionGroup):
     rank: int = 100
     seed: int = 0
     chunk_rows: int | None = None
+    variance: str = "love"
+    love_rank: int = 100
 
     def __post_init__(self) -> None:
         def whole(name, low):
@@ -73,6 +79,9 @@ class IterativeOptions(OptionGroup):
         whole("seed", 0)
         if self.chunk_rows is not None:
             whole("chunk_rows", 1)
+        if self.variance not in ("love", "cg"):
+            raise ValueError(f"Iterative: variance must be 'love' or 'cg', got {self.variance!r}")
+        whole("love_rank", 1)
 
 
 class KernelOperator:
@@ -453,6 +462,7 @@ class IterativeSolver:
     ) -> None:
         self.operator, self.preconditioner, self.options = operator, preconditioner, options
         self.last: CGResult | None = None
+        self.love: LoveCache | None = None
 
     def solve_constant(self, B: torch.Tensor) -> torch.Tensor:
         """``(K + s^2 I)^{-1} B`` for ``B`` ``(..., N, C)`` (no gradient)."""
@@ -469,6 +479,13 @@ class IterativeSolver:
         """``(K + s^2 I)^{-1} B`` for ``B`` ``(..., N, C)``, differentiable in ``B``."""
         return _Solve.apply(self, B)
 
+    def quad_form(self, Kxs: torch.Tensor) -> torch.Tensor:
+        """``diag(Kxs^T (K + s^2 I)^{-1} Kxs)`` ``(B,)`` for ``Kxs`` ``(N, B)``: from the LOVE
+        cache when there is one, else by a CG solve."""
+        if self.love is not None:
+            return self.love.quad_form(Kxs)
+        return (Kxs * self.solve_constant(Kxs)).sum(0)
+
 
 def iterative_solver(
     cross: Cross,
@@ -482,4 +499,96 @@ def iterative_solver(
     ``options.rank`` built once."""
     op = KernelOperator(cross, X, noise, chunk_rows=options.chunk_rows)
     return IterativeSolver(op, preconditioner_for(op, diag, options.rank), options)
+
+
+class LoveCache:
+    """LOVE-style cache (Pleiss et al. 2018) for quadratic forms ``k^T (K + s^2 I)^{-1} k``.
+
+    ``k`` Lanczos steps (full reorthogonalisation) on the preconditioned operator
+    ``A = P^{-1/2} (K + s^2 I) P^{-1/2}`` give ``A ~ Q T Q^T`` on the Krylov space; off it
+    ``A ~ I`` (the preconditioner's job), so with ``v = P^{-1/2} k``
+
+        k^T (K + s^2 I)^{-1} k ~ |L_T^{-1} Q^T v|^2 + |v|^2 - |Q^T v|^2,
+
+    exact when the Krylov space is everything (``k = N``) and, with a good
+    preconditioner, close at small ``k`` (``A >= I`` because ``L L^T <= K``, so the off-space
+    term errs towards smaller variances, by at most what the preconditioner misses).
+    Without a preconditioner (rank 0, ``A = (K + s^2 I) / s^2`` far from ``I``) the
+    off-space term is left out: that is plain LOVE, whose variances err upwards.
+    Stores ``Q`` ``(N, k)`` and the preconditioner's ``P^{-1/2}`` in thin form
+    (``(N, rank)``): ``O(N (k + rank))`` memory, and a test point costs
+    ``O(N (k + rank))`` after its kernel column.
+    """
+
+    def __init__(self, operator: KernelOperator, pre: PivotedCholeskyPreconditioner,
+                 start: torch.Tensor, steps: int) -> None:
+        with torch.no_grad():
+            L, s2 = pre.L, pre.noise
+            if pre.rank:
+                evals, V = torch.linalg.eigh(L.mT @ L)  # L = U diag(sqrt(evals)) V^T
+                keep = evals > 1e-12 * evals.max().clamp_min(1e-300)
+                evals, V = evals[keep], V[:, keep]
+                self.U = (L @ V) / evals.sqrt()
+                self.shrink = (evals + s2).rsqrt() - s2.rsqrt()
+            else:
+                self.U = L
+                self.shrink = L.new_zeros(0)
+            self.s2 = s2
+
+            def apply(Vv):
+                return self.half_inverse(operator.matmul(self.half_inverse(Vv)))
+
+            if not bool(start.abs().sum() > 0):  # any nonzero start vector will do
+                start = torch.ones_like(start)
+            Q, T = lanczos(apply, self.half_inverse(start[:, None])[:, 0], steps)
+            self.Q = Q
+            self.chol_T = cholesky(T, "LOVE tridiagonal", jitter=0.0)[0]
+
+    def half_inverse(self, V: torch.Tensor) -> torch.Tensor:
+        """``P^{-1/2} V`` for ``V`` ``(N, C)``."""
+        out = V * self.s2.rsqrt()
+        if self.U.shape[1]:
+            out = out + self.U @ (self.shrink[:, None] * (self.U.mT @ V))
+        return out
+
+    def quad_form(self, Kxs: torch.Tensor) -> torch.Tensor:
+        """``diag(Kxs^T (K + s^2 I)^{-1} Kxs)`` ``(B,)`` (approximately; see the class)."""
+        v = self.half_inverse(Kxs)
+        a = self.Q.mT @ v
+        w = torch.linalg.solve_triangular(self.chol_T, a, upper=False)
+        quad = w.square().sum(0)
+        if self.U.shape[1]:  # preconditioned: A ~ I off the Krylov space
+            quad = quad + v.square().sum(0) - a.square().sum(0)
+        return quad
+
+
+def lanczos(
+    matmul: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, steps: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``steps`` Lanczos steps with full reorthogonalisation for the symmetric operator
+    ``matmul`` from ``start`` ``(N,)``: ``Q`` ``(N, m)`` orthonormal and the tridiagonal
+    ``T = Q^T A Q`` ``(m, m)``, ``m <= steps`` (fewer when the Krylov space is exhausted)."""
+    N = start.shape[0]
+    m_max = min(int(steps), N)
+    Q = start.new_zeros(N, m_max)
+    a_s, b_s = [], []
+    q = start / start.norm()
+    for j in range(m_max):
+        Q[:, j] = q
+        w = matmul(q[:, None])[:, 0]
+        a = torch.dot(q, w)
+        w = w - a * q - (b_s[-1] * Q[:, j - 1] if j else 0.0)
+        for _ in range(2):  # twice is enough (Parlett's "twice is enough")
+            w = w - Q[:, : j + 1] @ (Q[:, : j + 1].mT @ w)
+        a_s.append(a)
+        b = w.norm()
+        if j + 1 == m_max or float(b) <= 1e-10 * float(a.abs()):
+            break
+        b_s.append(b)
+        q = w / b
+    m = len(a_s)
+    diag = torch.stack(a_s)
+    off = torch.stack(b_s[: m - 1]) if m > 1 else diag.new_zeros(0)
+    T = torch.diag(diag) + torch.diag(off, 1) + torch.diag(off, -1)
+    return Q[:, :m].contiguous(), T
 

@@ -186,7 +186,7 @@ def test_finite_differences_of_the_deterministic_part():
     def value(noise):
         s_ = torch.tensor(noise, dtype=F64)
         return float(iterative_log_marginal(k, X, s_, y[:, None], params,
-                                            diag=k.diag(X).detach(), options=opts))
+                                            diag=k.diag(X).detach(), options=opts).detach())
 
     fd = (value(float(s2) + h) - value(float(s2) - h)) / (2 * h)
     assert math.isclose(float(g_s), fd, rel_tol=0.03), (float(g_s), fd)
