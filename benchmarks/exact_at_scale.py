@@ -18,6 +18,7 @@ their own), and the test RMSE.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/exact_at_scale.py [--n 10000] \
         [--fit-n 2000] [--fit-steps 30] [--cg-only-n 20000]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/exact_at_scale.py --spread 1000 --seeds 6
 
 Writes docs/results/exact_at_scale.json and .md.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import time
@@ -112,11 +114,46 @@ def run(n: int, fit_n: int, fit_steps: int, cg_only_n: int) -> dict:
             "fit_seconds": fit_s, "hyperparameters": hyper, "rows": rows}
 
 
-def write(res: dict) -> None:
-    obj = stamp({"results": res})
-    with open(os.path.join(RESULTS, "exact_at_scale.json"), "w") as fh:
-        json.dump(obj, fh, indent=1)
-    prov = obj["provenance"]
+def slq_spread(n: int, seeds: int, hyper: dict, configs, first_seed: int = 0) -> dict:
+    """Bias and spread of the SLQ ``log|K + s^2 I|`` over probe seeds at ``hyper``, on
+    the first ``n`` rows, against the Cholesky value (same operator, ``tol`` 1e-6)."""
+    from latentgp.linalg import cholesky, logdet_chol
+    from latentgp.linalg_iterative import KernelOperator, slq_logdet
+
+    ds = datasets.load("uci/kin40k", 0)
+    m = lg.ExactGP(solver="cholesky").initialize(ds.X_train[:n], ds.y_train[:n], seed=0)
+    m.kernel.lengthscale = torch.tensor(hyper["lengthscale"], dtype=torch.float64)
+    s2 = hyper["noise_variance_scaled"]
+    X = m.X_train
+    with torch.no_grad():
+        K = m.kernel(X) + s2 * torch.eye(n, dtype=X.dtype)
+        exact = float(logdet_chol(cholesky(K, jitter=0.0)[0]))
+        del K
+        op, diag = KernelOperator(m.kernel, X, s2), m.kernel.diag(X)
+        rows = []
+        for rank, probes in configs:
+            est = []
+            for seed in range(first_seed, first_seed + seeds):
+                e, r = slq_logdet(op, num_probes=probes, rank=rank, diag=diag, tol=1e-6,
+                                  generator=torch.Generator().manual_seed(seed))
+                est.append(float(e))
+            a = np.array(est)
+            rows.append({"rank": rank, "num_probes": probes, "mean_minus_exact":
+                         float(a.mean() - exact), "sd": float(a.std(ddof=1)),
+                         "cg_iterations": r.iterations, "seeds": seeds,
+                         "first_seed": first_seed})
+            print(json.dumps(rows[-1]), flush=True)
+    return {"n": n, "seeds": seeds, "exact_logdet": exact, "rows": rows}
+
+
+def write(res: dict, provenance: dict | None = None) -> None:
+    """The .json (stamped now, unless ``provenance`` of a stored run is given) and .md."""
+    if provenance is None:
+        obj = stamp({"results": res})
+        with open(os.path.join(RESULTS, "exact_at_scale.json"), "w") as fh:
+            json.dump(obj, fh, indent=1)
+        provenance = obj["provenance"]
+    prov = provenance
     lines = [
         "# Exact GPs beyond a Cholesky (CG, SLQ, LOVE)",
         "",
@@ -153,6 +190,41 @@ def write(res: dict) -> None:
             f"{r['cg_iterations'] if r['cg_iterations'] is not None else '-'} | "
             f"{r['test_rmse']:.4f} | {r['predict_seconds']:.1f} | {r['peak_rss_mb']:.0f} |"
         )
+    spread = res.get("slq_spread")
+    if spread:
+        lines += [
+            "",
+            "## Where the difference comes from: the SLQ estimate's spread",
+            "",
+            f"`log|K + s^2 I|` of the first {spread['n']:,} rows at the same "
+            f"hyperparameters (Cholesky: {spread['exact_logdet']:.2f}), estimated over "
+            "probe seeds (`--spread`; CG `tol` 1e-6):",
+            "",
+            "| rank | probes | seeds | mean minus Cholesky | standard error | sd over seeds "
+            "| CG iterations |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in spread["rows"]:
+            k = r.get("seeds", spread["seeds"])
+            f0 = r.get("first_seed", 0)
+            lines.append(f"| {r['rank']} | {r['num_probes']} | {f0}..{f0 + k - 1} | "
+                         f"{r['mean_minus_exact']:+.2f} | {r['sd'] / math.sqrt(k):.2f} | "
+                         f"{r['sd']:.2f} | {r['cg_iterations']} |")
+        lines += [
+            "",
+            "The error is mostly Monte Carlo spread, which falls with the preconditioner's "
+            "rank (the remainder `log(P^{-1/2} K P^{-1/2})` is smaller) and as "
+            "1/sqrt(probes). The means also sit about 2.5 nats (0.12%) below the Cholesky "
+            "value, 1.4 to 2.1 standard errors in the precise rows: a small negative bias "
+            "that this session did not resolve (the full-Lanczos and full-rank tests are "
+            "exact; in a check not recorded here, CG `tol` 1e-10 instead of 1e-6 changed "
+            "the 300 x 64 mean by under 1e-9). kin40k's scaled noise is small "
+            f"({res['hyperparameters']['noise_variance_scaled']:.4f}), so the remainder is "
+            "large at rank 100 and the default options are far from the issue's 1e-4 "
+            "agreement; predictive means agree (the RMSE column) because they need only "
+            "the solve, not the log-determinant. At N = 3,000 the rank-500 preconditioner "
+            "was both faster (61 CG iterations against 205) and closer than the defaults.",
+        ]
     lines += NOTES
     with open(os.path.join(RESULTS, "exact_at_scale.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
@@ -169,6 +241,12 @@ NOTES = [
     "",
     "| row | why not |",
     "| --- | --- |",
+    "| N = 10^4 of uci/kin40k split 0, CG against Cholesky (the issue's 1e-4 check) | "
+    "one CG solve of the N = 10^4 problem at these hyperparameters did not finish in "
+    "170 s on the shared machine (about a quarter of a core was ours), so an evaluation "
+    "with gradient, times two option sets, would exceed the session's few-minute runs; "
+    "the N = 3,000 rows and the spread study above show that the default options "
+    "would not reach 1e-4 there anyway (the SLQ spread at rank 100 is tens of nats) |",
     "| N = 10^5 of uci/protein or uci/kin40k, trained (target: under 30 min, 0.5 GB per "
     "10^5 points, test RMSE at least SVGP M = 1,024's) | a training run at N = 10^5 is "
     "hours of the 2 shared cores' time (each CG iteration is 10^10 kernel entries); this "
@@ -186,7 +264,36 @@ def main() -> None:
     ap.add_argument("--fit-steps", type=int, default=30)
     ap.add_argument("--cg-only-n", type=int, default=0,
                     help="also a CG row (defaults) at this many rows (0: none)")
+    ap.add_argument("--spread", type=int, default=0,
+                    help="only the SLQ spread study on this many rows, added to the .json")
+    ap.add_argument("--seeds", type=int, default=6)
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--configs", default="100x16,100x64,300x16",
+                    help="preconditioner rank x probes of the spread study, comma-separated")
+    ap.add_argument("--render", action="store_true",
+                    help="rewrite the .md page from the stored .json without running")
     args = ap.parse_args()
+    if args.render or args.spread:
+        with open(os.path.join(RESULTS, "exact_at_scale.json")) as fh:
+            stored = json.load(fh)
+        if args.spread:  # adds the spread study to the stored run, with its own stamp
+            configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
+            spread = slq_spread(args.spread, args.seeds, stored["results"]["hyperparameters"],
+                                configs, args.first_seed)
+            old = stored["results"].get("slq_spread")
+            if old:  # a later run adds rows (each row records its seeds)
+                for r in old["rows"]:
+                    r.setdefault("seeds", old["seeds"])
+                    r.setdefault("first_seed", 0)
+                spread["rows"] = old["rows"] + spread["rows"]
+                spread = stamp(spread, earlier=old.get("provenance"))
+            else:
+                spread = stamp(spread)
+            stored["results"]["slq_spread"] = spread
+            with open(os.path.join(RESULTS, "exact_at_scale.json"), "w") as fh:
+                json.dump(stored, fh, indent=1)
+        write(stored["results"], stored["provenance"])
+        return
     res = run(args.n, args.fit_n, args.fit_steps, args.cg_only_n)
     write(res)
 
