@@ -186,3 +186,15 @@ def test_bad_solver_options_are_refused():
         lg.ExactGP(iterative="fast")
     with pytest.raises(ValueError, match="variance"):
         lg.ExactGP.Iterative(variance="exact")
+
+
+def test_two_outputs_on_the_iterative_path():
+    X, y, Xs = _data(300, seed=4)
+    Y = np.stack([y, np.cos(X[:, 0])], 1)
+    m = lg.ExactGP(solver="cholesky").initialize(X, Y, seed=0)
+    mc = _as(m, "cg", rank=300, tol=1e-11)
+    assert math.isclose(mc.log_marginal_likelihood(), m.log_marginal_likelihood(),
+                        rel_tol=1e-9, abs_tol=1e-7)
+    (m1, v1), (m2, v2) = m.predict_f(Xs), mc.predict_f(Xs)
+    assert m1.shape == (200, 2) and np.allclose(m1, m2, atol=1e-8)
+    assert np.allclose(v1, v2, atol=1e-8)
