@@ -238,6 +238,11 @@ class BlockCholesky:
         X1 = solve_upper_t(T2, B[..., n0:, :])
         return torch.cat([solve_upper_t(self.L0, B[..., :n0, :] - T1.mT @ X1), X1], -2)
 
+    def solve_constant(self, B: torch.Tensor) -> torch.Tensor:
+        """``(L L^T)^{-1} B`` for ``B`` ``(..., n, K)`` (the name the iterative solver's
+        solve has, so a prediction cache of either kind answers it)."""
+        return self.solve_upper_t(self.solve_lower(B))
+
     def append(self, K12: torch.Tensor, K22: torch.Tensor, name: str = "matrix") -> BlockCholesky:
         """The factor of ``[[A, K12], [K12^T, K22]]`` (``A = L L^T``, ``K12`` ``(n, k)``):
 

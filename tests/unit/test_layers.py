@@ -38,6 +38,7 @@ RANKS = {
     "rng": 0,
     "options": 0,
     "linalg": 1,
+    "linalg_iterative": 1,
     "parameters": 1,
     "mixtures": 1,
     "priors": 1,

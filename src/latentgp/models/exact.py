@@ -2,8 +2,12 @@
 
 log p(y) = -1/2 r^T (K + s^2 I)^{-1} r - 1/2 log|K + s^2 I| - N/2 log 2 pi,
 with ``r = y - m(X)`` (``m``: the prior mean, zero by default), computed from one
-Cholesky factor; O(N^3) time, O(N^2) memory.  Prediction reuses the factor (cached
-until the parameters change).
+Cholesky factor (O(N^3) time, O(N^2) memory), or, on the iterative path
+(``solver="cg"``, and ``"auto"`` above :attr:`ExactGP.cholesky_max` points), by
+preconditioned conjugate gradients and stochastic Lanczos quadrature with matrix-free,
+chunked kernel products (:mod:`latentgp.linalg_iterative`; O(N^2) time per iteration,
+O(N) memory).  Prediction reuses the factor or the solver (cached until the parameters
+change).
 """
 
 from __future__ import annotations
@@ -16,6 +20,13 @@ from ..constants import LOG_2PI
 from ..kernels import Kernel
 from ..likelihoods import Likelihood
 from ..linalg import BlockCholesky, cho_solve, cholesky
+from ..linalg_iterative import (
+    IterativeOptions,
+    IterativeSolver,
+    LoveCache,
+    iterative_log_marginal,
+    iterative_solver,
+)
 from ..validation import keyword_only_after_first
 from .base import GPModel, register_model, require_gaussian_likelihood
 from .pathwise import PathwiseSampling, exact_paths
@@ -118,11 +129,57 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
     full data by default.
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
     ``dtype``, ``noise_variance``.
+
+    solver: ``"cholesky"`` (one dense factor: exact, O(N^3) time and O(N^2) memory),
+        ``"cg"`` (the iterative path: conjugate gradients with a pivoted-Cholesky
+        preconditioner, stochastic Lanczos quadrature for ``log|K|``, matrix-free chunked
+        kernel products, never an ``N x N`` matrix) or ``"auto"`` (default: Cholesky up
+        to :attr:`cholesky_max` = 10,000 training points, CG above).
+    iterative: the options of the iterative path, an :class:`ExactGP.Iterative`
+        (:class:`~latentgp.linalg_iterative.IterativeOptions`) or a dict of its fields:
+        CG ``tol``, ``max_iter``, ``num_probes``, preconditioner ``rank``, probe ``seed``,
+        ``chunk_rows``, and ``variance`` (``"love"``: a Lanczos cache of ``love_rank``
+        steps; ``"cg"``: a CG solve per prediction chunk).  Predictive means are CG
+        solves (exact to ``tol``) either way.  :attr:`last_cg` holds the last
+        evaluation's CG iterations, residual and log-determinant estimate.
     """
 
     paths_builder = staticmethod(exact_paths)
-    #: largest training set accepted (an N x N factor of 50,000 points is 20 GB in float64)
+    #: largest training set accepted by the Cholesky path (an N x N factor of 50,000
+    #: points is 20 GB in float64)
     max_num_data = 50_000
+    #: ``solver="auto"`` factorises up to this many training points and iterates above
+    cholesky_max = 10_000
+    #: the options of the iterative path (``lg.ExactGP.Iterative(tol=..., rank=...)``)
+    Iterative = IterativeOptions
+    SOLVERS = ("auto", "cholesky", "cg")
+
+    @keyword_only_after_first()
+    def __init__(
+        self,
+        kernel: str | Kernel | None = "rbf",
+        *,
+        solver: str = "auto",
+        iterative: IterativeOptions | dict[str, Any] | None = None,
+        **common: Any,
+    ) -> None:
+        if solver not in self.SOLVERS:
+            raise ValueError(f"ExactGP: solver must be one of {self.SOLVERS}, got {solver!r}")
+        options = IterativeOptions() if iterative is None else IterativeOptions.parse(iterative)
+        super().__init__(kernel, **common)
+        self.solver = solver
+        self.iterative = options
+        self.last_cg: dict[str, Any] = {}
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "solver": self.solver,
+                "iterative": self.iterative.to_config()}
+
+    def solver_for(self, num_data: int) -> str:
+        """``"cholesky"`` or ``"cg"``: the path taken for ``num_data`` training points."""
+        if self.solver == "auto":
+            return "cholesky" if num_data <= self.cholesky_max else "cg"
+        return self.solver
 
     def _build(self, input_dim: int, output_dim: int, num_data: int = 0) -> None:
         super()._build(input_dim, output_dim)
@@ -136,10 +193,10 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
         return {**super()._build_args(), "num_data": int(self.X_train.shape[0])}
 
     def _validate_sizes(self, N: int) -> None:
-        if N > self.max_num_data:
+        if self.solver_for(N) == "cholesky" and N > self.max_num_data:
             raise ValueError(
-                f"ExactGP on {N} points needs an {N}x{N} matrix; use SVGP or SparseGP for "
-                f"N > {self.max_num_data}"
+                f"ExactGP on {N} points with solver='cholesky' needs an {N}x{N} matrix; use "
+                f"solver='cg' (or 'auto'), or SVGP or SparseGP, for N > {self.max_num_data}"
             )
 
     def _init_from_data(self, X, y):
@@ -165,6 +222,15 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
 
     def _log_marginal(self, X, y):
         N = X.shape[0]
+        if self.solver_for(N) == "cg":
+            info: dict[str, Any] = {}
+            value = iterative_log_marginal(
+                self.kernel, X, self.likelihood.variance, self._residual(X, y.reshape(N, -1)),
+                [p for p in self.kernel.parameters() if p.requires_grad],
+                diag=self.kernel.diag(X), options=self.iterative, info=info,
+            )
+            self.last_cg = info
+            return value
         K = self.kernel(X)
         K = K + self.likelihood.variance * torch.eye(N, dtype=K.dtype, device=K.device)
         with torch.no_grad():
@@ -181,6 +247,20 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
     def _compute_cache(self):
         X, Y = self.X_train, self.y_train.reshape(self.X_train.shape[0], -1)
         N = X.shape[0]
+        if self.solver_for(N) == "cg":
+            solver = iterative_solver(
+                self.kernel, X, self.likelihood.variance.detach(), diag=self.kernel.diag(X),
+                options=self.iterative,
+            )
+            R = self._residual(X, Y)
+            alpha = solver.solve_constant(R)
+            self.last_cg = {"iterations": solver.last.iterations,
+                            "residual": float(solver.last.residual.max()),
+                            "converged": solver.last.converged}
+            if self.iterative.variance == "love":
+                solver.love = LoveCache(solver.operator, solver.preconditioner, R[:, 0],
+                                        self.iterative.love_rank)
+            return solver, alpha
         K = self.kernel(X) + self.likelihood.variance * torch.eye(N, dtype=X.dtype, device=X.device)
         L, _ = cholesky(K, "K + noise", jitter=0.0)
         alpha = cho_solve(L, self._residual(X, Y))  # (N, P)
@@ -193,16 +273,22 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)  # (N, B)
         mean = self._with_mean(Xs, Kxs.mT @ alpha)  # (B, P)
-        V = L.solve_lower(Kxs)
-        var = (self.kernel.diag(Xs) - V.square().sum(0)).clamp_min(1e-12)
+        if isinstance(L, IterativeSolver):
+            quad = L.quad_form(Kxs)
+        else:
+            quad = L.solve_lower(Kxs).square().sum(0)
+        var = (self.kernel.diag(Xs) - quad).clamp_min(1e-12)
         return mean, var[:, None].expand_as(mean)
 
     def _predict_f_full(self, Xs, cache):
         L, alpha = cache
         Kxs = self.kernel(self.X_train, Xs)
         mean = self._with_mean(Xs, Kxs.mT @ alpha)
-        V = L.solve_lower(Kxs)
-        cov = self.kernel(Xs) - V.mT @ V  # (..., B, B)
+        if isinstance(L, IterativeSolver):
+            cov = self.kernel(Xs) - Kxs.mT @ L.solve(Kxs)
+        else:
+            V = L.solve_lower(Kxs)
+            cov = self.kernel(Xs) - V.mT @ V  # (..., B, B)
         return mean, cov[..., None, :, :].expand(*cov.shape[:-2], mean.shape[-1], *cov.shape[-2:])
 
 
@@ -226,12 +312,18 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
         ``O((N + k)^3)`` factorisation; the result equals ``set_data`` on all the data.
         The factor is kept as a :class:`~latentgp.linalg.BlockCholesky`: the fitted
         model's factor and the rows appended since, so no update copies the big block.
+        On the iterative path there is no factor: the new model holds all the data and
+        solves afresh on its first prediction.
         """
         self._require_built()
         Xn = self._check_X(X_new, "X_new")
         yn = self._scale_y(self._check_y(y_new, Xn.shape[0], "y_new"))
         L, alpha = self.prediction_cache()
         new = self.clone()
+        if isinstance(L, IterativeSolver):  # no factor to extend: the new data as they are
+            new._store(torch.cat([self.X_train, Xn]), torch.cat([self.y_train, yn]))
+            new._cache = None
+            return new
         with torch.no_grad():
             k = Xn.shape[0]
             K22 = self.kernel(Xn) + self.likelihood.variance * torch.eye(

@@ -1,0 +1,205 @@
+"""CG, pivoted Cholesky, SLQ and the BBMM marginal likelihood against dense Cholesky."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from latentgp.kernels import RBF
+from latentgp.linalg import cho_solve, cholesky, logdet_chol
+from latentgp.linalg_iterative import (
+    IterativeOptions,
+    KernelOperator,
+    PivotedCholeskyPreconditioner,
+    conjugate_gradients,
+    iterative_log_marginal,
+    iterative_solver,
+    pivoted_cholesky,
+    preconditioner_for,
+    slq_logdet,
+)
+
+F64 = torch.float64
+
+
+def _problem(N=200, D=3, seed=0, lengthscale=0.7, noise=0.1):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(N, D, generator=g, dtype=torch.float64) * 3
+    k = RBF()
+    k.build(D, (), torch.float64, torch.device("cpu"))
+    k.lengthscale = lengthscale
+    y = torch.sin(X.sum(1)) + 0.1 * torch.randn(N, generator=g, dtype=torch.float64)
+    return X, y, k, torch.tensor(noise, dtype=F64)
+
+
+def _dense(k, X, noise):
+    return k(X).detach() + noise * torch.eye(X.shape[0], dtype=F64)
+
+
+def test_cg_equals_cho_solve_well_conditioned():
+    X, y, k, s2 = _problem(noise=0.5)
+    K = _dense(k, X, s2)
+    L, _ = cholesky(K, jitter=0.0)
+    B = torch.stack([y, torch.cos(X[:, 0]), torch.ones(200, dtype=F64)], 1)
+    op = KernelOperator(k, X, s2)
+    res = conjugate_gradients(op.matmul, B, tol=1e-13, max_iter=500)
+    assert res.converged
+    assert torch.allclose(res.solution, cho_solve(L, B), atol=1e-10, rtol=0)
+    pre = preconditioner_for(op, k.diag(X), 20)
+    res_p = conjugate_gradients(op.matmul, B, precondition=pre.solve, tol=1e-13, max_iter=500)
+    assert torch.allclose(res_p.solution, cho_solve(L, B), atol=1e-10, rtol=0)
+
+
+def test_pivoted_cholesky_full_rank_is_exact_and_preconditioner_algebra():
+    X, _, k, s2 = _problem(N=60)
+    Kx = k(X).detach()
+    L = pivoted_cholesky(k.diag(X).detach(), lambda i: k(X[i], X).detach(), 60)
+    assert torch.allclose(L @ L.mT, Kx, atol=1e-8)
+    Lk = pivoted_cholesky(k.diag(X).detach(), lambda i: k(X[i], X).detach(), 10)
+    pre = PivotedCholeskyPreconditioner(Lk, s2)
+    P = Lk @ Lk.mT + s2 * torch.eye(60, dtype=F64)
+    V = torch.randn(60, 3, generator=torch.Generator().manual_seed(1), dtype=F64)
+    assert torch.allclose(pre.solve(V), torch.linalg.solve(P, V), atol=1e-9)
+    assert math.isclose(float(pre.logdet()), float(torch.linalg.slogdet(P)[1]), rel_tol=1e-10)
+
+
+def test_preconditioner_reduces_cg_iterations():
+    X, y, k, s2 = _problem(N=400, noise=1e-3, lengthscale=1.0)
+    op = KernelOperator(k, X, s2)
+    B = y[:, None]
+    plain = conjugate_gradients(op.matmul, B, tol=1e-8, max_iter=2000)
+    pre = preconditioner_for(op, k.diag(X), 50)
+    fast = conjugate_gradients(op.matmul, B, precondition=pre.solve, tol=1e-8, max_iter=2000)
+    assert plain.converged and fast.converged
+    assert fast.iterations * 3 < plain.iterations, (fast.iterations, plain.iterations)
+    assert torch.allclose(fast.solution, plain.solution, atol=1e-5)
+
+
+def test_operator_never_forms_an_n_by_n_block():
+    X, y, k, s2 = _problem(N=300)
+    shapes = []
+
+    def cross(A, B):
+        shapes.append((A.shape[0], B.shape[0]))
+        return k(A, B)
+
+    opts = IterativeOptions(chunk_rows=64, rank=10, num_probes=4)
+    v = iterative_log_marginal(
+        cross, X, s2.clone().requires_grad_(), y[:, None], list(k.parameters()),
+        diag=k.diag(X).detach(), options=opts,
+    )
+    v.backward()
+    solver = iterative_solver(cross, X, s2, diag=k.diag(X).detach(), options=opts)
+    solver.solve(y[:, None])
+    assert shapes and max(a for a, _ in shapes) <= 64
+    assert all(a * b <= 64 * 300 for a, b in shapes)
+
+
+def test_slq_logdet_full_lanczos_is_exact_and_monte_carlo_close():
+    X, _, k, s2 = _problem(N=150)
+    exact = float(logdet_chol(cholesky(_dense(k, X, s2), jitter=0.0)[0]))
+    op = KernelOperator(k, X, s2)
+    # full-rank preconditioner: P = K + s^2 I, so the stochastic part is log|I| = 0
+    full, _ = slq_logdet(op, num_probes=2, generator=torch.Generator().manual_seed(0),
+                         rank=150, diag=k.diag(X), tol=1e-12)
+    assert math.isclose(float(full), exact, rel_tol=1e-8)
+    # no preconditioner: Lanczos run to convergence, Monte Carlo error of Hutchinson
+    ests = []
+    for seed in range(4):
+        est, res = slq_logdet(op, num_probes=64, generator=torch.Generator().manual_seed(seed),
+                              tol=1e-10)
+        ests.append(float(est))
+    mean = sum(ests) / len(ests)
+    spread = (sum((e - mean) ** 2 for e in ests) / 3) ** 0.5
+    # Hutchinson with Rademacher probes: sd = sqrt(2 sum_{i!=j} B_ij^2 / t), B = log(K)
+    w, V = torch.linalg.eigh(_dense(k, X, s2))
+    Blog = (V * w.log()) @ V.mT
+    off = float(Blog.square().sum() - Blog.diagonal().square().sum())
+    sd = math.sqrt(2 * off / (64 * 4))
+    assert abs(mean - exact) < 4 * sd + 1e-6, (mean, exact, sd)
+    assert spread > 0  # genuinely stochastic, the probes differ between seeds
+    # preconditioned (rank 40): much smaller error
+    pre40, _ = slq_logdet(op, num_probes=16, generator=torch.Generator().manual_seed(0),
+                          rank=40, diag=k.diag(X), tol=1e-10)
+    assert abs(float(pre40) - exact) < 1e-2 * abs(exact)
+
+
+def _cholesky_logp_and_grad(k, X, s2, y):
+    s2 = s2.clone().requires_grad_()
+    K = k(X) + s2 * torch.eye(X.shape[0], dtype=F64)
+    d = torch.distributions.MultivariateNormal(torch.zeros(X.shape[0], dtype=F64), K)
+    v = d.log_prob(y)
+    params = [s2, *k.parameters()]
+    return float(v.detach()), [g.clone() for g in torch.autograd.grad(v, params)]
+
+
+def test_iterative_log_marginal_value_and_gradient_match_cholesky():
+    X, y, k, s2 = _problem(N=200)
+    ref, ref_grads = _cholesky_logp_and_grad(k, X, s2, y)
+    # full-rank preconditioner: the value is exact (the stochastic log|I| vanishes)
+    opts = IterativeOptions(rank=200, num_probes=2000, tol=1e-11)
+    s = s2.clone().requires_grad_()
+    params = list(k.parameters())
+    v = iterative_log_marginal(k, X, s, y[:, None], params, diag=k.diag(X).detach(),
+                               options=opts)
+    assert math.isclose(float(v.detach()), ref, rel_tol=1e-9, abs_tol=1e-8)
+    grads = torch.autograd.grad(v, [s, *params])
+    # the gradient is stochastic (trace estimator): in expectation equal; 2000 probes
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert torch.allclose(g, r, rtol=0.03, atol=0.03 * float(r.abs().max()) + 1e-6), (g, r)
+
+
+def test_iterative_gradient_is_unbiased_over_seeds():
+    """The mean of the stochastic gradient over independent probe seeds approaches the
+    exact gradient within its Monte Carlo error (each seed: 8 probes, rank 5)."""
+    X, y, k, s2 = _problem(N=120)
+    _, ref = _cholesky_logp_and_grad(k, X, s2, y)
+    params = list(k.parameters())
+    draws = []
+    for seed in range(40):
+        s = s2.clone().requires_grad_()
+        opts = IterativeOptions(rank=5, num_probes=8, tol=1e-10, seed=seed)
+        v = iterative_log_marginal(k, X, s, y[:, None], params, diag=k.diag(X).detach(),
+                                   options=opts)
+        draws.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(v, [s, *params])]))
+    G = torch.stack(draws)
+    mean, se = G.mean(0), G.std(0) / math.sqrt(G.shape[0])
+    r = torch.cat([g.reshape(-1) for g in ref])
+    assert bool(((mean - r).abs() < 4 * se + 1e-8).all()), (mean, r, se)
+    assert bool((se > 0).all())
+
+
+def test_finite_differences_of_the_deterministic_part():
+    """With a full-rank preconditioner the value is exact; its gradient estimate with
+    many probes matches central finite differences of the value."""
+    X, y, k, s2 = _problem(N=80)
+    opts = IterativeOptions(rank=80, num_probes=4000, tol=1e-12)
+    params = list(k.parameters())
+    s = s2.clone().requires_grad_()
+    v = iterative_log_marginal(k, X, s, y[:, None], params, diag=k.diag(X).detach(),
+                               options=opts)
+    (g_s,) = torch.autograd.grad(v, [s])
+    h = 1e-5
+
+    def value(noise):
+        s_ = torch.tensor(noise, dtype=F64)
+        return float(iterative_log_marginal(k, X, s_, y[:, None], params,
+                                            diag=k.diag(X).detach(), options=opts).detach())
+
+    fd = (value(float(s2) + h) - value(float(s2) - h)) / (2 * h)
+    assert math.isclose(float(g_s), fd, rel_tol=0.03), (float(g_s), fd)
+
+
+def test_options_refuse_bad_values():
+    with pytest.raises(ValueError, match="tol"):
+        IterativeOptions(tol=0.0)
+    with pytest.raises(ValueError, match="num_probes"):
+        IterativeOptions(num_probes=0)
+    with pytest.raises(ValueError, match="rank"):
+        IterativeOptions(rank=-1)
+    with pytest.raises(ValueError, match="chunk_rows"):
+        IterativeOptions(chunk_rows=0)
+    with pytest.raises(TypeError, match="no option"):
+        IterativeOptions.from_config({"tolerance": 1e-3})
