@@ -159,15 +159,47 @@ def _warm_up() -> None:
             make().fit(X, y, **{**kw, "max_steps": 2})
 
 
+def _drop_table1_records(drop) -> int:
+    """Remove the Table 1 records whose ``(data, frac, split, method)`` is in ``drop``
+    from every shard file (each keeps its provenance); returns how many went."""
+    gone = 0
+    for fname in sorted(os.listdir(RAW)) if os.path.isdir(RAW) else []:
+        if fname == "table1.json" or (fname.startswith("table1-") and fname.endswith(".json")):
+            path = os.path.join(RAW, fname)
+            with open(path) as fh:
+                obj = json.load(fh)
+            keep = [r for r in obj["runs"]
+                    if (r["data"], r["frac"], r["split"], r["method"]) not in drop]
+            if len(keep) != len(obj["runs"]):
+                gone += len(obj["runs"]) - len(keep)
+                obj["runs"] = keep
+                with open(path, "w") as fh:
+                    json.dump(obj, fh, indent=1)
+    return gone
+
+
 def table1(
-    splits: int, quick: bool, sets, big_fraction_sets, first_split: int = 0, shard: str = ""
+    splits: int,
+    quick: bool,
+    sets,
+    big_fraction_sets,
+    first_split: int = 0,
+    shard: str = "",
+    methods=("SEP", "GFITC", "SVGP"),
+    redo: bool = False,
 ) -> None:
     """Run the Table 1 settings of splits first_split..splits-1 not yet recorded.
 
     With ``shard`` the records go to ``table1-<shard>.json`` so that two processes
     (one per core) can fill disjoint split ranges; the report merges all shards.
+    ``methods``: the methods to run; ``redo``: first drop their earlier records of these
+    sets and splits (from every shard file) so they are measured again at this commit.
     """
     part = f"table1-{shard}" if shard else "table1"
+    if redo:
+        drop = {(n, f, k, m) for n in sets for f in FRACTIONS
+                for k in range(first_split, splits) for m in methods}
+        print(f"dropped {_drop_table1_records(drop)} earlier records", flush=True)
     res = _load(part) or {"runs": []}
     _warm_up()
     done = {(r["data"], r["frac"], r["split"], r["method"]) for r in _table1_runs()}
@@ -186,7 +218,7 @@ def table1(
                 M = max(2, int(round(frac * len(X))))
                 Z = Xtr[rng.choice(ntr, M, replace=False)]
                 for method, (make, kw) in _builders(Z).items():
-                    if (name, frac, split, method) in done:
+                    if method not in methods or (name, frac, split, method) in done:
                         continue
                     torch.manual_seed(split)
                     model = make()
@@ -214,6 +246,8 @@ def table1(
                     )
                     if method == "SEP":
                         run["skipped"] = model.skipped_updates_
+                    if method in ("SEP", "GFITC"):  # log Z_q / log Z_EP at the end
+                        run["log_evidence"] = float(model.history_.objective[-1])
                     print(json.dumps(run), flush=True)
                     res["runs"].append(run)
                     _save(part, res)
@@ -522,6 +556,40 @@ def _complete_splits(runs: list, name: str, frac: float) -> dict:
     }
     common = sorted(set.intersection(*(set(v) for v in by.values())))
     return {m: [by[m][k] for k in common] for m in methods}
+
+
+def _split_rows(runs: list, name: str) -> list[str]:
+    """Per-split SEP against GFITC on ``name`` (test NLL, their difference and the final
+    EP evidence of each) for the splits where both have a record at every M."""
+    per = {}
+    for frac in FRACTIONS:
+        by = {m: {r["split"]: r for r in runs
+                  if r["data"] == name and r["frac"] == frac and r["method"] == m}
+              for m in ("SEP", "GFITC")}
+        per[frac] = by
+    splits = sorted(set.intersection(*(set(by[m]) for by in per.values() for m in by)))
+    fracs = [f for f in FRACTIONS if per[f]["SEP"]]
+    if not splits or not fracs:
+        return []
+    head = " | ".join(f"SEP / GFITC (M={per[f]['SEP'][splits[0]]['M']}) | diff" for f in fracs)
+    lines = [f"| split | {head} | log Z SEP / GFITC (M={per[fracs[0]]['SEP'][splits[0]]['M']}) |",
+             "| --- " * (2 + 2 * len(fracs)) + "|"]
+    within = total = 0
+    worst = 0.0
+    for k in splits:
+        cells = []
+        for f in fracs:
+            a, b = per[f]["SEP"][k]["nll"], per[f]["GFITC"][k]["nll"]
+            within += abs(a - b) <= 0.01
+            total += 1
+            worst = max(worst, abs(a - b))
+            cells.append(f"{a:.3f} / {b:.3f} | {a - b:+.3f}")
+        ev = [per[fracs[0]][m][k].get("log_evidence") for m in ("SEP", "GFITC")]
+        evs = " / ".join("-" if v is None else f"{v:.1f}" for v in ev)
+        lines.append(f"| {k} | " + " | ".join(cells) + f" | {evs} |")
+    lines += ["", f"SEP within 0.01 nats of GFITC on {within} of {total} (split, M) pairs; "
+              f"largest difference {worst:.3f}."]
+    return lines
 
 
 def report() -> None:
@@ -894,6 +962,10 @@ def main(argv=None) -> None:
     ap.add_argument("--dist-steps", type=int, default=5, help="distributed: batch sweeps")
     ap.add_argument("--sets", default="crabs,pima,biopsy,breast_cancer")
     ap.add_argument("--big-fraction-sets", default="crabs,pima")
+    ap.add_argument("--methods", default="SEP,GFITC,SVGP", help="Table 1: methods to run")
+    ap.add_argument("--redo", action="store_true",
+                    help="Table 1: drop the earlier records of --methods on these sets and "
+                    "splits first (measure them again at this commit)")
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args(argv)
     if args.report:
@@ -916,6 +988,8 @@ def main(argv=None) -> None:
                 args.big_fraction_sets.split(","),
                 args.first_split,
                 args.shard,
+                tuple(args.methods.split(",")),
+                args.redo,
             )
         elif part == "banana":
             banana(args.quick)
