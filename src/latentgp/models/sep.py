@@ -21,7 +21,9 @@ eq. 29), which is what F's gradient differentiates at an EP fixed point.
 Training schemes (``scheme=``):
 
 - ``"batch"``: every sweep updates all sites (damping 0.5), then one step of the
-  sign-adaptive rule of the seed (per-parameter rate x1.02 / x0.5) or Adam/ADADELTA.
+  sign-adaptive rule of the seed (per-parameter rate x1.02 / x0.5; the kernel's positive
+  parameters in log coordinates, each step halved until ``log Z_q`` with the swept sites
+  held does not drop: :meth:`SEP.fixed_site_evidence`, docs/design.md) or Adam/ADADELTA.
   Memory: the sites' ``nu, mu`` (2N numbers) and O(rows M) transient work for one chunk
   of rows at a time (:meth:`SEP.sweep_chunk_rows`); from an out-of-core source the
   inputs are read a chunk at a time and never all held.  With
@@ -114,7 +116,8 @@ class SEP(InducingEPClassifier):
     steps.  ``optimizer``: ``"sign"`` (seed's batch rule, default for batch),
     ``"adadelta"`` (default for stochastic, lr 1), ``"adam"``, ``"sgd"``;
     ``optimizer_kwargs`` go to its constructor (e.g. ``{"rho": 0.95, "eps": 1e-6}`` for
-    adadelta, ``{"up": 1.05, "down": 0.5}`` for sign).
+    adadelta, ``{"up": 1.05, "down": 0.5}`` for sign; sign also takes ``log_space``
+    and ``backtrack``, both True by default, and ``max_halvings``).
     ``tol``: stop when the relative change of log Z_q per epoch stays below ``tol`` for
     3 epochs.  The loop is :func:`latentgp.training.loop.run_loop`: ``progress``,
     ``callbacks``, Ctrl-C, and ``checkpoint``/``checkpoint_every``/
