@@ -169,7 +169,7 @@ def _nll_err(model, X, y):
 
 def _builders(Z):
     return {
-        "SEP": (lambda: lg.SEP(Z=Z), {}),
+        "SEP": (lambda: lg.SEP(Z=Z), {"max_steps": 250}),  # the seed ran 250 sweeps
         "GFITC": (lambda: lg.GFITC(Z=Z), {"max_steps": 250, "tol": 1e-7}),
         "SVGP": (
             lambda: lg.SVGP(Z=Z, likelihood="probit"),
@@ -190,15 +190,47 @@ def _warm_up() -> None:
             make().fit(X, y, **{**kw, "max_steps": 2})
 
 
+def _drop_table1_records(drop) -> int:
+    """Remove the Table 1 records whose ``(data, frac, split, method)`` is in ``drop``
+    from every shard file (each keeps its provenance); returns how many went."""
+    gone = 0
+    for fname in sorted(os.listdir(RAW)) if os.path.isdir(RAW) else []:
+        if fname == "table1.json" or (fname.startswith("table1-") and fname.endswith(".json")):
+            path = os.path.join(RAW, fname)
+            with open(path) as fh:
+                obj = json.load(fh)
+            keep = [r for r in obj["runs"]
+                    if (r["data"], r["frac"], r["split"], r["method"]) not in drop]
+            if len(keep) != len(obj["runs"]):
+                gone += len(obj["runs"]) - len(keep)
+                obj["runs"] = keep
+                with open(path, "w") as fh:
+                    json.dump(obj, fh, indent=1)
+    return gone
+
+
 def table1(
-    splits: int, quick: bool, sets, big_fraction_sets, first_split: int = 0, shard: str = ""
+    splits: int,
+    quick: bool,
+    sets,
+    big_fraction_sets,
+    first_split: int = 0,
+    shard: str = "",
+    methods=("SEP", "GFITC", "SVGP"),
+    redo: bool = False,
 ) -> None:
     """Run the Table 1 settings of splits first_split..splits-1 not yet recorded.
 
     With ``shard`` the records go to ``table1-<shard>.json`` so that two processes
     (one per core) can fill disjoint split ranges; the report merges all shards.
+    ``methods``: the methods to run; ``redo``: first drop their earlier records of these
+    sets and splits (from every shard file) so they are measured again at this commit.
     """
     part = f"table1-{shard}" if shard else "table1"
+    if redo:
+        drop = {(n, f, k, m) for n in sets for f in FRACTIONS
+                for k in range(first_split, splits) for m in methods}
+        print(f"dropped {_drop_table1_records(drop)} earlier records", flush=True)
     res = _load(part) or {"runs": []}
     _warm_up()
     done = {(r["data"], r["frac"], r["split"], r["method"]) for r in _table1_runs()}
@@ -217,7 +249,7 @@ def table1(
                 M = max(2, int(round(frac * len(X))))
                 Z = Xtr[rng.choice(ntr, M, replace=False)]
                 for method, (make, kw) in _builders(Z).items():
-                    if (name, frac, split, method) in done:
+                    if method not in methods or (name, frac, split, method) in done:
                         continue
                     torch.manual_seed(split)
                     model = make()
@@ -245,6 +277,8 @@ def table1(
                     )
                     if method == "SEP":
                         run["skipped"] = model.skipped_updates_
+                    if method in ("SEP", "GFITC"):  # log Z_q / log Z_EP at the end
+                        run["log_evidence"] = float(model.history_.objective[-1])
                     print(json.dumps(run), flush=True)
                     res["runs"].append(run)
                     _save(part, res)
@@ -518,6 +552,77 @@ def diagnostic() -> None:
     _save("diagnostic", out)
 
 
+# ================================================================== step rule --
+#: SEP's batch hyperparameter step before issue 23: additive sign-rule steps on the
+#: softplus-stored values, no check against the EP energy
+OLD_RULE = {"log_space": False, "backtrack": False}
+
+
+def _split_data(name: str, split: int, frac: float):
+    """Table 1's split ``split`` of ``name`` (same permutation and inducing inputs)."""
+    X, y = _all_data(name)
+    rng = np.random.default_rng(1000 + split)
+    perm = rng.permutation(len(X))
+    ntr = int(round(0.9 * len(X)))
+    tr, te = perm[:ntr], perm[ntr:]
+    Xtr, Xte = _standardize(X[tr], X[te])
+    M = max(2, int(round(frac * len(X))))
+    Z = Xtr[rng.choice(ntr, M, replace=False)]
+    return Xtr, y[tr], Xte, y[te], Z
+
+
+def steprule(sets, first_split: int, splits: int, frac: float = 0.15) -> None:
+    """SEP with the old and the new hyperparameter step on Table 1's splits (250 sweeps,
+    same data, inducing inputs and seed; GFITC's numbers come from the Table 1 records)."""
+    res = _load("steprule") or {"runs": []}
+    done = {(r["data"], r["frac"], r["split"], r["rule"]) for r in res["runs"]}
+    _warm_up()
+    for split in range(first_split, splits):
+        for name in sets:
+            Xtr, ytr, Xte, yte, Z = _split_data(name, split, frac)
+            for rule, kw in (("old", OLD_RULE), ("new", None)):
+                if (name, frac, split, rule) in done:
+                    continue
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t0 = time.perf_counter()
+                    m = lg.SEP(Z=Z).fit(Xtr, ytr, seed=split, max_steps=250, optimizer_kwargs=kw)
+                    secs = time.perf_counter() - t0
+                nll, err = _nll_err(m, Xte, yte)
+                run = dict(data=name, frac=frac, split=split, rule=rule, M=len(Z), nll=nll,
+                           err=err, seconds=secs, log_evidence=float(m.history_.objective[-1]),
+                           load1=os.getloadavg()[0])
+                print(json.dumps(run), flush=True)
+                res["runs"].append(run)
+                _save("steprule", res)
+
+
+def _steprule_rows(runs: list) -> list[str]:
+    res = _load("steprule")
+    if not res:
+        return []
+    gf = {(r["data"], r["frac"], r["split"]): r for r in runs if r["method"] == "GFITC"}
+    by = {(r["data"], r["frac"], r["split"], r["rule"]): r for r in res["runs"]}
+    keys = sorted({k[:3] for k in by if (*k[:3], "old") in by and (*k[:3], "new") in by})
+    lines = ["| data | M | split | SEP old rule | SEP new rule | GFITC | log Z old / new / GFITC |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for k in keys:
+        o, n, g = by[(*k, "old")], by[(*k, "new")], gf.get(k)
+        gn = "-" if g is None else f"{g['nll']:.3f}"
+        gz = "-" if g is None or "log_evidence" not in g else f"{g['log_evidence']:.1f}"
+        lines.append(f"| {k[0]} | {o['M']} | {k[2]} | {o['nll']:.3f} | {n['nll']:.3f} | {gn} "
+                     f"| {o['log_evidence']:.1f} / {n['log_evidence']:.1f} / {gz} |")
+    up = [by[(*k, "new")]["log_evidence"] - by[(*k, "old")]["log_evidence"] for k in keys]
+    dn = [by[(*k, "new")]["nll"] - by[(*k, "old")]["nll"] for k in keys]
+    tr = [by[(*k, "new")]["seconds"] / by[(*k, "old")]["seconds"] for k in keys]
+    lines += ["", f"New against old rule: log Z_q higher on {sum(u > 0 for u in up)} of "
+              f"{len(keys)} runs (by {min(up):.1f} to {max(up):.1f} nats); test NLL change "
+              f"{min(dn):+.3f} to {max(dn):+.3f}; training time x{min(tr):.2f} to "
+              f"x{max(tr):.2f} (the check costs one more evidence pass per sweep; the two "
+              "rules ran back to back on each split)."]
+    return lines
+
+
 # ====================================================================== report --
 def _machine() -> str:
     return (
@@ -555,6 +660,126 @@ def _complete_splits(runs: list, name: str, frac: float) -> dict:
     return {m: [by[m][k] for k in common] for m in methods}
 
 
+def _split_rows(runs: list, name: str) -> list[str]:
+    """Per-split SEP against GFITC on ``name`` (test NLL, their difference and the final
+    EP evidence of each) for the splits where both have a record at every M."""
+    per = {}
+    for frac in FRACTIONS:
+        by = {m: {r["split"]: r for r in runs
+                  if r["data"] == name and r["frac"] == frac and r["method"] == m}
+              for m in ("SEP", "GFITC")}
+        per[frac] = by
+    splits = sorted(set.intersection(*(set(by[m]) for by in per.values() for m in by)))
+    fracs = [f for f in FRACTIONS if per[f]["SEP"]]
+    if not splits or not fracs:
+        return []
+    head = " | ".join(f"SEP / GFITC (M={per[f]['SEP'][splits[0]]['M']}) | diff" for f in fracs)
+    lines = [f"| split | {head} | log Z SEP / GFITC (M={per[fracs[0]]['SEP'][splits[0]]['M']}) |",
+             "| --- " * (2 + 2 * len(fracs)) + "|"]
+    diffs = {f: [] for f in fracs}
+    gaps = []
+    for k in splits:
+        cells = []
+        for f in fracs:
+            a, b = per[f]["SEP"][k]["nll"], per[f]["GFITC"][k]["nll"]
+            diffs[f].append(a - b)
+            cells.append(f"{a:.3f} / {b:.3f} | {a - b:+.3f}")
+        ev = [per[fracs[0]][m][k].get("log_evidence") for m in ("SEP", "GFITC")]
+        evs = " / ".join("-" if v is None else f"{v:.1f}" for v in ev)
+        if None not in ev:
+            gaps.append(ev[1] - ev[0])
+        lines.append(f"| {k} | " + " | ".join(cells) + f" | {evs} |")
+    lines.append("")
+    for f in fracs:
+        d = np.array(diffs[f])
+        sep = np.mean([per[f]["SEP"][k]["nll"] for k in splits])
+        gf = np.mean([per[f]["GFITC"][k]["nll"] for k in splits])
+        lines.append(
+            f"- M = {int(f * 100)}%: mean NLL SEP {sep:.3f}, GFITC {gf:.3f}; SEP within 0.01 "
+            f"of GFITC on {int((abs(d) <= 0.01).sum())} of {len(d)} splits, worse by more on "
+            f"{int((d > 0.01).sum())}, better by more on {int((d < -0.01).sum())} "
+            f"(largest {d.max():+.3f}, {d.min():+.3f})."
+        )
+    if gaps:
+        lines.append(f"- EP evidence at M = {int(fracs[0] * 100)}%: GFITC's final log Z is "
+                     f"{min(gaps):.1f} to {max(gaps):.1f} nats above SEP's after 250 sweeps.")
+    return lines
+
+
+def _superseded_rows() -> list[str]:
+    """Per-split crabs NLL of the records that issue 23 replaced (old rule, old GFITC)."""
+    old = _load("superseded_crabs")
+    if not old:
+        return []
+    by = {(r["frac"], r["split"], r["method"]): r["nll"] for r in old["runs"]}
+    out = []
+    for frac in FRACTIONS:
+        sep = [by[(frac, k, "SEP")] for k in range(20) if (frac, k, "SEP") in by]
+        gf = [by[(frac, k, "GFITC")] for k in range(20) if (frac, k, "GFITC") in by]
+        if sep and gf:
+            out.append(f"M = {int(frac * 100)}%: old-rule SEP {_fmt(sep)}, GFITC then "
+                       f"{_fmt(gf)} ({len(sep)} splits)")
+    return out
+
+
+def _issue23_section(runs: list) -> list[str]:
+    rows = _split_rows(runs, "crabs")
+    if not rows:
+        return []
+    lines = [
+        "## Issue 23: SEP's hyperparameter step, crabs split by split",
+        "",
+        "What changed: SEP's batch step used to move the raw softplus values of the kernel "
+        "hyperparameters additively, at per-entry rates 0.2 x 1.02^t; on crabs the EP "
+        "evidence keeps rising as the signal variance and the lengthscales of the unused "
+        "inputs grow (GFITC stops near 1e7 and 1e6), so after 250 sweeps SEP was still far "
+        "below GFITC's evidence (split 0: log Z_q -36.7 against -20.5), and on long runs the "
+        "rates grew to 1e17 until a step broke the numerics (breast_cancer: eight "
+        "non-finite evidences in a row at sweep 3,182).  Now the rule steps in log "
+        "coordinates and each step is halved until the EP energy with the swept sites held "
+        "does not drop (docs/design.md, 'SEP's hyperparameter step').  Diagnosis (split 0, "
+        "M = 30): the old rule's 250-sweep evidence was -36.7 (variance 9.7); with the new "
+        "rule -23.1 (variance 4,054); finite differences of the re-converged evidence match "
+        "the step's gradient to 1e-5 (tests/integration/test_sep.py), so the gradient was "
+        "never the problem; the step size was.",
+        "",
+        "Earlier run (replaced; records in sep_raw/superseded_crabs.json): "
+        + "; ".join(_superseded_rows()) + ".",
+        "",
+        "Test NLL of SEP (250 sweeps, new rule) against GFITC (both at this commit, same "
+        "splits, inducing inputs and seeds), and the final EP evidence of each at M = 15%:",
+        "",
+        *rows,
+        "",
+        "Reading: the mean NLL now matches GFITC's and the seed's 0.06 (the old rule was "
+        "about 0.04 worse at every M), but the issue's target, every split within 0.01 of "
+        "GFITC, is not met, and SEP's evidence after 250 sweeps is still below where "
+        "GFITC's L-BFGS stops: 250 sweeps do not converge SEP on crabs.  Most large "
+        "differences, in both directions, are on splits with a misclassified test point, "
+        "whose confidence then dominates the average.  Running SEP longer does not "
+        "bring it to GFITC's NLL: the evidence rises without bound along the "
+        "variance-lengthscale ridge, and on split 0 SEP run to convergence (1,000 "
+        "sweeps, sites then converged; SEP and GFITC share fixed points) reaches a "
+        "*higher* EP evidence than GFITC, -18.7 against -20.5, with test NLL 0.21 "
+        "against 0.10 (the issue's 3,000-sweep run, 0.212, is the same effect). "
+        "Where each method stops on that ridge, not the approximation, sets the "
+        "per-split differences.",
+        "",
+    ]
+    rule = _steprule_rows(runs)
+    if rule:
+        lines += [
+            "### Step rule on the other Table 1 sets",
+            "",
+            "SEP with the old and the new step on the same splits (M = 15%, 250 sweeps, "
+            "`--parts steprule`); GFITC from the Table 1 records (earlier commits).",
+            "",
+            *rule,
+            "",
+        ]
+    return lines
+
+
 def report() -> None:
     import matplotlib
 
@@ -579,7 +804,13 @@ def report() -> None:
         "as `load1`; the 24 Nov machine, which ran splits 18-19, is about 3x faster than "
         "the 23 Nov one); digits and the distributed timings ran on 24 Nov with nothing "
         "else running.  Absolute times are therefore noisy; the three methods run back to "
-        "back on each split, so time ratios are the fairer comparison.",
+        "back on each split, so time ratios are the fairer comparison.  Issue 23's runs "
+        "(the crabs rows of SEP and GFITC, sep_raw/table1-i23.json, and the step-rule "
+        "table, sep_raw/steprule.json; commit and date in each file's provenance) ran on "
+        "26 Nov 2026 on a shared 2-core machine, one benchmark process beside other "
+        "work (1-minute load average 6-11, recorded per record; the commit is marked "
+        "+dirty: the uncommitted part was this script's explicit max_steps=250 for SEP, "
+        "its report code, and docstrings).",
         "",
     ]
     runs = _table1_runs()
@@ -597,7 +828,12 @@ def report() -> None:
             "with training statistics, ARD RBF kernel with the library's default initial "
             "hyperparameters for every method.  SEP: 250 iterations = 250 parallel damped "
             "sweeps (rho 0.5) each followed by one step of the seed's sign-adaptive rule "
-            "(initial rate 0.2 on the per-point evidence). GFITC and SVGP: L-BFGS (as the "
+            "(initial rate 0.2 on the per-point evidence). **Crabs rows**: SEP and GFITC "
+            "re-measured after issue 23 (the sign rule in log coordinates for the kernel's "
+            "positive parameters, each step checked against the EP energy; see below), SVGP "
+            "from the earlier run; **the other rows' SEP records are from the old rule** "
+            "(additive steps on the softplus-stored values), and the check of the new rule "
+            "on them is the 'Step rule' table below. GFITC and SVGP: L-BFGS (as the "
             "seed's L-BFGS-B) for at most 250 iterations, stopped earlier when the relative "
             "change of the objective stays below 1e-7; GFITC runs EP to convergence "
             "(warm-started, tolerance 1e-6) before every evaluation.  Test NLL = average "
@@ -696,6 +932,7 @@ def report() -> None:
         for k, v in SEED_TABLE1.items():
             lines.append(f"| {k} | " + " | ".join(v) + " |")
         lines.append("")
+        lines += _issue23_section(runs)
     b = _load("banana")
     grids_path = os.path.join(RAW, BANANA_GRIDS)
     Ms = sorted({r["M"] for r in b["runs"]}) if b else []
@@ -887,7 +1124,8 @@ def report() -> None:
             "## Diagnostic: approximation or optimisation?",
             "",
             f"Pima default split (N = {dg['N']}), M = {dg['M']}; log Z = EP evidence on the "
-            "training data after training, NLL on the test split.",
+            "training data after training, NLL on the test split.  Measured before issue "
+            "23 with the old step rule; not re-run since.",
             "",
             "| run | log Z (EP) | test NLL |",
             "| --- | --- | --- |",
@@ -926,6 +1164,10 @@ def main(argv=None) -> None:
     ap.add_argument("--dist-steps", type=int, default=5, help="distributed: batch sweeps")
     ap.add_argument("--sets", default="crabs,pima,biopsy,breast_cancer")
     ap.add_argument("--big-fraction-sets", default="crabs,pima")
+    ap.add_argument("--methods", default="SEP,GFITC,SVGP", help="Table 1: methods to run")
+    ap.add_argument("--redo", action="store_true",
+                    help="Table 1: drop the earlier records of --methods on these sets and "
+                    "splits first (measure them again at this commit)")
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args(argv)
     if args.report:
@@ -948,6 +1190,8 @@ def main(argv=None) -> None:
                 args.big_fraction_sets.split(","),
                 args.first_split,
                 args.shard,
+                tuple(args.methods.split(",")),
+                args.redo,
             )
         elif part == "banana":
             banana(args.quick)
@@ -955,6 +1199,8 @@ def main(argv=None) -> None:
             digits(args.quick, args.digits_epochs, args.digits_sweeps)
         elif part == "diagnostic":
             diagnostic()
+        elif part == "steprule":
+            steprule(args.sets.split(","), args.first_split, args.splits)
         elif part == "distributed":
             distributed(args.quick, [int(n) for n in args.dist_sizes.split(",")],
                         args.dist_steps)

@@ -29,6 +29,18 @@ def inv_softplus(value: torch.Tensor | float, lower: float = 0.0) -> torch.Tenso
     return v + torch.log(-torch.expm1(-v))
 
 
+def positive_raw_parameters(module: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The trainable parameters of ``module`` named ``raw_*``: by this library's convention
+    each holds a positive quantity as ``softplus(raw) + lower`` (times a fixed unit), so
+    ``log softplus(raw)`` is an unconstrained log coordinate of it (SEP's sign rule steps
+    in it, :class:`latentgp.training.optim.SignAdaptive`)."""
+    return [
+        p
+        for name, p in module.named_parameters()
+        if p.requires_grad and name.rsplit(".", 1)[-1].startswith("raw_")
+    ]
+
+
 def positive_parameter(
     value: torch.Tensor | float, shape: tuple[int, ...], dtype: torch.dtype, device=None
 ) -> torch.nn.Parameter:

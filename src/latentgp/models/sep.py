@@ -21,7 +21,9 @@ eq. 29), which is what F's gradient differentiates at an EP fixed point.
 Training schemes (``scheme=``):
 
 - ``"batch"``: every sweep updates all sites (damping 0.5), then one step of the
-  sign-adaptive rule of the seed (per-parameter rate x1.02 / x0.5) or Adam/ADADELTA.
+  sign-adaptive rule of the seed (per-parameter rate x1.02 / x0.5; the kernel's positive
+  parameters in log coordinates, each step halved until ``log Z_q`` with the swept sites
+  held does not drop: :meth:`SEP.fixed_site_evidence`, docs/design.md) or Adam/ADADELTA.
   Memory: the sites' ``nu, mu`` (2N numbers) and O(rows M) transient work for one chunk
   of rows at a time (:meth:`SEP.sweep_chunk_rows`); from an out-of-core source the
   inputs are read a chunk at a time and never all held.  With
@@ -114,7 +116,8 @@ class SEP(InducingEPClassifier):
     steps.  ``optimizer``: ``"sign"`` (seed's batch rule, default for batch),
     ``"adadelta"`` (default for stochastic, lr 1), ``"adam"``, ``"sgd"``;
     ``optimizer_kwargs`` go to its constructor (e.g. ``{"rho": 0.95, "eps": 1e-6}`` for
-    adadelta, ``{"up": 1.05, "down": 0.5}`` for sign).
+    adadelta, ``{"up": 1.05, "down": 0.5}`` for sign; sign also takes ``log_space``
+    and ``backtrack``, both True by default, and ``max_halvings``).
     ``tol``: stop when the relative change of log Z_q per epoch stays below ``tol`` for
     3 epochs.  The loop is :func:`latentgp.training.loop.run_loop`: ``progress``,
     ``callbacks``, Ctrl-C, and ``checkpoint``/``checkpoint_every``/
@@ -380,10 +383,11 @@ class SEP(InducingEPClassifier):
         return None if extra is None else tot[o + 2 :].view_as(extra).clone()
 
     # ------------------------------------------------------------------- evidence --
-    def _site_term_sum(self, post: WhitenedPosterior, X: Any, ypm: torch.Tensor):
-        """``sum_i log Ztilde_i`` of the current sites of all rows of ``X`` (by chunks)."""
+    def _site_term_sum(self, post: WhitenedPosterior, X: Any, ypm: torch.Tensor, rows=None):
+        """``sum_i log Ztilde_i`` of the current sites of the rows of ``X`` (``rows``: only
+        these), by chunks."""
         total = None
-        for sel in self._chunks(X, None):
+        for sel in self._chunks(X, rows):
             V, s = self._blocks(X[sel], post.L)
             nu, mu = self.site_nu[sel], self.site_mu[sel]
             lzt = site_terms(post, V, V, s, ypm[sel], nu, mu, True)[1].sum()
@@ -404,6 +408,17 @@ class SEP(InducingEPClassifier):
         with torch.no_grad():
             post = self._site_posterior(self.prior_factor(), Xt, None, ONE_PROCESS)
         return Xt, ypm, post
+
+    @torch.no_grad()
+    def fixed_site_evidence(
+        self, X: Any, ypm: torch.Tensor, reduce: Any = None, rows: torch.Tensor | None = None
+    ) -> float:
+        """``log Z_q`` at the current hyperparameters with the sites held as they are (the
+        EP energy that a batch-scheme hyperparameter step is checked against), summed
+        over processes by ``reduce``; ``X``, ``ypm``, ``rows`` as in :meth:`batch_step`."""
+        reduce = reduce or ONE_PROCESS
+        post = self._site_posterior(self.prior_factor(), X, rows, reduce)
+        return float(global_term(post) + reduce(self._site_term_sum(post, X, ypm, rows)))
 
     def log_evidence(self, X: Any, y: Any) -> float:
         """The EP estimate ``log Z_q`` (eq. 28, corrected eq. 29) for the current sites and
@@ -476,15 +491,16 @@ class SEP(InducingEPClassifier):
             lzt = part if lzt is None else lzt + part
         return grads, lzt
 
-    def _apply_grads(self, grads, opt, params, reduce: Any) -> bool:
-        """Sum ``grads`` over processes and step ``opt``; False (no step) if not finite."""
+    def _apply_grads(self, grads, opt, params, reduce: Any, closure=None) -> bool:
+        """Sum ``grads`` over processes and step ``opt`` (with ``closure`` when given);
+        False (no step) if not finite."""
         ok = True
         for p, g in zip(params, grads, strict=True):
             g = reduce(g)
             ok = ok and bool(torch.isfinite(g).all())
             p.grad = g
         if ok:
-            opt.step()
+            opt.step() if closure is None else opt.step(closure)
         return ok
 
     def batch_step(
@@ -495,6 +511,8 @@ class SEP(InducingEPClassifier):
         N_total: int,
         reduce: Any = None,
         rows: torch.Tensor | None = None,
+        *,
+        backtrack: bool = False,
     ) -> float:
         """Sweep + one hyperparameter step; returns the EP estimate ``log Z_q``.
 
@@ -506,8 +524,12 @@ class SEP(InducingEPClassifier):
         (:class:`latentgp.training.distributed.Reducer`; None: one process).  ``rows``:
         this process's rows of ``X`` when every process holds all the data and all the
         sites (None: all of ``X``, which is then the whole data set or, with an explicit
-        process group, this process's shard).  ``FloatingPointError`` for a non-finite
-        gradient (nothing is stepped then).
+        process group, this process's shard).  ``backtrack``: step with
+        ``opt.step(closure)``, the closure returning ``-log Z_q / N_total`` with the swept
+        sites held (:meth:`fixed_site_evidence`; its first call, at the parameters of the
+        sweep, returns the value already known), for an optimiser that checks its step
+        against it (:class:`latentgp.training.optim.SignAdaptive`).
+        ``FloatingPointError`` for a non-finite gradient (nothing is stepped then).
         """
         reduce = reduce or ONE_PROCESS
         params = stepped_parameters(opt)
@@ -517,7 +539,13 @@ class SEP(InducingEPClassifier):
             X, ypm, post, rows, params, 1.0 / reduce.world, 1.0 / N_total
         )
         value = float(global_term(post) + reduce(lzt))
-        if not self._apply_grads(grads, opt, params, reduce):
+        known = [value]
+
+        def closure() -> float:
+            v = known.pop() if known else self.fixed_site_evidence(X, ypm, reduce, rows)
+            return -v / N_total
+
+        if not self._apply_grads(grads, opt, params, reduce, closure if backtrack else None):
             raise FloatingPointError("non-finite gradient of the EP evidence")
         return value
 

@@ -21,6 +21,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+
+from ..linalg import CholeskyError
 
 #: ``"natural"``: natural-gradient steps on Gaussian q(u) and Adam on the rest
 #: (:mod:`latentgp.training.natural`)
@@ -100,58 +103,152 @@ def check_optimizer_kwargs(optimizer_kwargs: Any) -> dict[str, Any] | None:
 
 
 class SignAdaptive(torch.optim.Optimizer):
-    """The SEP seed's batch step rule (minimising the loss).
+    """The SEP seed's batch step rule (minimising the loss), in log coordinates for
+    positive parameters and with an optional backtracking safeguard.
 
     Each parameter entry has its own rate, starting at ``lr``; after every step it is
     multiplied by ``up`` when the entry's gradient kept its sign since the last step and
     by ``down`` when it flipped (unchanged when either is zero).  The step is
-    ``p -= rate * grad`` with the updated rate.  ``up = down = 1`` is plain gradient
-    descent at rate ``lr``.
+    ``x -= rate * grad_x`` with the updated rate, where ``x`` is the parameter itself, or
+    for a parameter group with ``log_space=True`` (softplus-stored positive parameters,
+    ``theta = softplus(raw)``; :func:`latentgp.parameters.positive_raw_parameters`)
+    ``x = log softplus(raw)``, whose gradient is ``grad_raw * softplus(raw) /
+    sigmoid(raw)``: a positive parameter then moves by a factor ``exp(-rate * grad_x)``
+    per step, so it can cross orders of magnitude in tens of steps, where additive
+    steps on ``raw`` (``~ theta`` once ``theta`` is large) need hundreds.
+    ``up = down = 1`` is plain gradient descent at rate ``lr``.
+
+    ``step(closure)`` backtracks: ``closure()`` (no gradient needed) returns the loss at
+    the current parameter values; it is called once before the step and once after
+    each trial.  A trial whose loss is not finite or exceeds the first by more than
+    ``1e-9 * max(1, |loss|)`` is halved (at most ``max_halvings`` times; then the
+    parameters stay where they were).  Every rate is multiplied by the fraction of the
+    step taken (0.5 when none was), so the next step starts from a size that worked.
+    :attr:`last_fraction` is that fraction and :attr:`halvings` counts halvings so far.
+    Without a closure the step is taken as it is.  When a group's ``lr`` is changed
+    between steps (the loop's repair of a failed step halves it), every rate of the
+    group is scaled by the same factor.
 
     Parameters
     ----------
-    params: the parameters (or parameter groups) to optimise.
+    params: the parameters (or parameter groups, which may set ``log_space``).
     lr: initial rate of every entry.  up, down: the rate factors (1.02 and 0.5 in the seed).
+    log_space: default of the groups' ``log_space`` (False).
+    backtrack: tells callers that can evaluate the loss to pass a closure to
+        :meth:`step` (SEP's batch scheme does; :attr:`backtrack`).
+    max_halvings: at most this many halvings of one step (backtracking).
     """
 
     def __init__(
-        self, params: Iterable[Any], lr: float = 1e-2, up: float = 1.02, down: float = 0.5
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-2,
+        up: float = 1.02,
+        down: float = 0.5,
+        *,
+        log_space: bool = False,
+        backtrack: bool = True,
+        max_halvings: int = 10,
     ) -> None:
-        super().__init__(params, {"lr": lr, "up": up, "down": down})
+        for name, v in (("lr", lr), ("up", up), ("down", down)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if not isinstance(max_halvings, int) or max_halvings < 0:
+            raise ValueError(f"max_halvings must be an integer >= 0, got {max_halvings!r}")
+        super().__init__(params, {"lr": lr, "up": up, "down": down, "log_space": log_space})
+        self.backtrack = bool(backtrack)
+        self.max_halvings = max_halvings
+        self.last_fraction = 1.0
+        self.halvings = 0
+
+    def _entries(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    yield group, p
+
+    @staticmethod
+    def _coords(group, p: torch.Tensor) -> torch.Tensor:
+        return torch.log(F.softplus(p)) if group["log_space"] else p.clone()
+
+    @staticmethod
+    def _set(group, p: torch.Tensor, x: torch.Tensor) -> None:
+        if group["log_space"]:
+            # raw = inv_softplus(e^x) = e^x + log(1 - exp(-e^x)), stable at both ends
+            v = torch.exp(x)
+            x = v + torch.log(-torch.expm1(-v))
+        p.copy_(x)
 
     @torch.no_grad()
     def step(self, closure=None):  # noqa: D102 - see the class docstring
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if "rate" not in st:
-                    st["rate"] = torch.full_like(p, group["lr"])
-                    st["prev"] = torch.zeros_like(p)
-                g = p.grad
-                same = g * st["prev"]
-                factor = torch.where(
-                    same > 0,
-                    torch.full_like(g, group["up"]),
-                    torch.where(same < 0, torch.full_like(g, group["down"]), torch.ones_like(g)),
-                )
-                st["rate"].mul_(factor)
-                st["prev"].copy_(g)
-                p.add_(-st["rate"] * g)
+        moves = []
+        for group, p in self._entries():
+            st = self.state[p]
+            if "rate" not in st:
+                st["rate"] = torch.full_like(p, group["lr"])
+                st["prev"] = torch.zeros_like(p)
+                st["lr"] = group["lr"]
+            if group["lr"] != st.get("lr", group["lr"]):  # lr lowered (step repair)
+                st["rate"].mul_(group["lr"] / st["lr"])
+            st["lr"] = group["lr"]
+            g = p.grad
+            if group["log_space"]:
+                g = g * F.softplus(p) / torch.sigmoid(p)
+            same = g * st["prev"]
+            factor = torch.where(
+                same > 0,
+                torch.full_like(g, group["up"]),
+                torch.where(same < 0, torch.full_like(g, group["down"]), torch.ones_like(g)),
+            )
+            st["rate"].mul_(factor)
+            st["prev"].copy_(g)
+            moves.append((group, p, p.clone(), self._coords(group, p), -st["rate"] * g))
+        if closure is None:
+            for group, p, _, x0, d in moves:
+                self._set(group, p, x0 + d)
+            return None
+        loss0 = float(closure())
+        tol = 1e-9 * max(1.0, abs(loss0))
+        fraction = 1.0
+        for _ in range(self.max_halvings + 1):
+            for group, p, _, x0, d in moves:
+                self._set(group, p, x0 + fraction * d)
+            loss = _trial_loss(closure)
+            if math.isfinite(loss) and loss <= loss0 + tol:
+                break
+            fraction *= 0.5
+            self.halvings += 1
+        else:
+            fraction = 0.0
+            for _, p, p0, _, _ in moves:
+                p.copy_(p0)
+        self.last_fraction = fraction
+        if fraction < 1.0:
+            for _, p, _, _, _ in moves:
+                self.state[p]["rate"].mul_(fraction if fraction > 0 else 0.5)
+        return loss0
+
+
+def _trial_loss(closure) -> float:
+    """The closure's loss at a trial point; ``inf`` where the point breaks the model's
+    numerics (a failed factorisation or a non-finite value), so the trial is halved."""
+    try:
+        return float(closure())
+    except (CholeskyError, FloatingPointError):
+        return math.inf
 
 
 def make_sign_adaptive(
     params: Iterable[Any], lr: float, optimizer_kwargs: Mapping[str, Any] | None = None
 ) -> SignAdaptive:
-    """:class:`SignAdaptive` with ``optimizer_kwargs`` (``up``, ``down``), or a
-    ``ValueError`` that names what it takes."""
+    """:class:`SignAdaptive` with ``optimizer_kwargs`` (``up``, ``down``, ``log_space``,
+    ``backtrack``, ``max_halvings``), or a ``ValueError`` that names what it takes."""
     try:
         return SignAdaptive(params, lr=lr, **dict(optimizer_kwargs or {}))
     except TypeError as err:
         raise ValueError(
             f"optimizer_kwargs {optimizer_kwargs} do not suit the sign optimizer "
-            f"(it takes up and down): {err}"
+            f"(it takes up, down, log_space, backtrack and max_halvings): {err}"
         ) from None
 
 

@@ -27,7 +27,7 @@ import torch
 from ..linalg import CholeskyError
 from ..models.qsgp import QSGP, VARIATIONAL_OPTIMIZERS
 from ..models.sep import SEP
-from ..parameters import adopt_input_unit, sharded_column_unit
+from ..parameters import adopt_input_unit, positive_raw_parameters, sharded_column_unit
 from ..validation import check_positive_float
 from . import distributed as D
 from .loop import RestoringTask, Sampler, StepTask, plan_fingerprint, total_steps
@@ -215,7 +215,8 @@ class SEPTask(RestoringTask):
         m = self.model
         if m.scheme == "batch":
             value = m.batch_step(
-                self.X, self.ypm, self.opt, self.N_total, self.reduce, self.rows
+                self.X, self.ypm, self.opt, self.N_total, self.reduce, self.rows,
+                backtrack=bool(getattr(self.opt, "backtrack", False)),
             )
         else:
             idx = idx.to(self.X.device)
@@ -255,6 +256,25 @@ def _sep_reducer(model: SEP, opts: FitOptions) -> tuple[D.Reducer, bool]:
     return D.Reducer(group), False
 
 
+def _sign_groups(model: SEP, params: list, opts: FitOptions) -> list[dict[str, Any]]:
+    """The sign rule's parameter groups: the kernel's positive (softplus-stored)
+    parameters step in log coordinates unless ``optimizer_kwargs={"log_space": False}``;
+    the rest (inducing inputs) step as they are (docs/design.md, SEP's step rule)."""
+    log_space = (opts.optimizer_kwargs or {}).get("log_space", True)
+    if not isinstance(log_space, bool):
+        raise ValueError(f"optimizer_kwargs['log_space'] must be True or False, got {log_space!r}")
+    positive = {id(p) for p in positive_raw_parameters(model.kernel)} if log_space else set()
+    groups = [
+        {"params": [p for p in params if id(p) in positive], "log_space": True},
+        {"params": [p for p in params if id(p) not in positive], "log_space": False},
+    ]
+    return [g for g in groups if g["params"]]
+
+
+def _without(kwargs: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
+    return None if kwargs is None else {k: v for k, v in kwargs.items() if k != key}
+
+
 def sep_plan(model: SEP, data: FitData, opts: FitOptions) -> FitPlan:
     """SEP's plan: sites, sums over processes, the sign-adaptive (or torch) optimiser."""
     reduce, replicated = _sep_reducer(model, opts)
@@ -289,7 +309,8 @@ def sep_plan(model: SEP, data: FitData, opts: FitOptions) -> FitPlan:
         )
     params = [p for p in model.parameters() if p.requires_grad]
     if opts.optimizer == "sign":
-        opt = make_sign_adaptive(params, opts.lr, opts.optimizer_kwargs)
+        opt = make_sign_adaptive(_sign_groups(model, params, opts), opts.lr,
+                                 _without(opts.optimizer_kwargs, "log_space"))
     elif opts.optimizer == "lbfgs":
         raise ValueError("SEP takes one gradient step per sweep: use sign, adadelta or adam")
     else:
