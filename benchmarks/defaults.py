@@ -123,16 +123,28 @@ def nlpd(model: Any, X: np.ndarray, y: np.ndarray) -> float:
 
 
 def one_fit(make: Callable[[], Any], data: tuple, **options: Any) -> dict[str, Any]:
+    """One timed fit and its test NLPD; a fit that raises (e.g. ``FloatingPointError``
+    after repeated non-finite steps) is recorded with its ``error`` instead of ending
+    the run."""
     Xtr, Xte, ytr, yte = data
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
-        model = make().fit(Xtr, ytr, seed=0, progress=False, **options)
+        try:
+            model = make().fit(Xtr, ytr, seed=0, progress=False, **options)
+        except Exception as exc:  # noqa: BLE001 - a benchmark records failures
+            return {"error": f"{type(exc).__name__}: {exc}",
+                    "seconds": time.perf_counter() - t0, "options": options}
         seconds = time.perf_counter() - t0
     h = model.history_
     ceiling_warned = any("ceiling" in str(w.message) for w in caught)
     return {"nlpd": nlpd(model, Xte, yte), "seconds": seconds, "steps": h.steps,
             "reason": h.reason, "ceiling_warning": ceiling_warned, "options": options}
+
+
+def failed(fit: dict[str, Any] | None) -> bool:
+    """Whether a recorded fit raised (or, for ``None``, never finished)."""
+    return fit is None or "error" in fit
 
 
 def run(set_name: str, label: str, factory: Callable, tuned_floor: int) -> dict[str, Any]:
@@ -146,32 +158,57 @@ def run(set_name: str, label: str, factory: Callable, tuned_floor: int) -> dict[
     default = one_fit(make, data)
     defaults = make().fit_defaults(len(ytr))
     lbfgs = defaults["optimizer"] == "lbfgs"
-    budget = max(3 * default["steps"], 100 if lbfgs else tuned_floor)
+    floor = 100 if lbfgs else tuned_floor
+    budget = floor if failed(default) else max(3 * default["steps"], floor)
     lr0 = defaults["lr"]
     # the learning rate is tuned (lr0 / 2 as well) where a fit is cheap; L-BFGS has none
-    lrs = (lr0,) if lbfgs or default["seconds"] > QUICK_SECONDS else (lr0, lr0 / 2)
+    quick = not failed(default) and default["seconds"] <= QUICK_SECONDS
+    lrs = (lr0,) if lbfgs or not quick else (lr0, lr0 / 2)
     tuned = [one_fit(make, data, max_steps=budget, lr=lr) for lr in lrs]
-    best = min(tuned, key=lambda r: r["nlpd"])
-    gap = default["nlpd"] - best["nlpd"]
-    ratio = default["seconds"] / best["seconds"]
-    return {"set": set_name, "task": SETS[set_name][0], "model": label,
-            "n_train": len(ytr), "default": default, "tuned": best, "tuned_all": tuned,
-            "gap": gap, "time_ratio": ratio,
-            "meets": bool(gap <= TARGET_NATS and ratio <= TARGET_RATIO)}
+    if all(map(failed, tuned)) and not lbfgs:
+        # every tuned attempt raised: one more at half the smallest lr tried
+        tuned.append(one_fit(make, data, max_steps=budget, lr=min(lrs) / 2))
+    finished = [r for r in tuned if not failed(r)]
+    best = min(finished, key=lambda r: r["nlpd"]) if finished else None
+    row = {"set": set_name, "task": SETS[set_name][0], "model": label,
+           "n_train": len(ytr), "default": default, "tuned": best, "tuned_all": tuned,
+           "gap": None, "time_ratio": None, "meets": None}
+    if not failed(default) and best is not None:
+        row["gap"] = default["nlpd"] - best["nlpd"]
+        row["time_ratio"] = default["seconds"] / best["seconds"]
+        row["meets"] = bool(row["gap"] <= TARGET_NATS and row["time_ratio"] <= TARGET_RATIO)
+    elif failed(default):
+        row["meets"] = False  # a default that fails misses the target whatever the tuned did
+    return row
+
+
+def _error_kind(fit: dict[str, Any]) -> str:
+    return fit["error"].split(":", 1)[0]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    """The markdown table; a failed default or a row whose tuned attempts all failed shows
+    the error's type where the numbers would be, and its gap and ratio as n/a."""
     out = ["| set | task | N train | model | default NLPD | steps | stop | s | tuned NLPD "
            "| tuned steps, lr | s | gap (nats) | time ratio | target |",
            "|---|---|---:|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
         d, t = r["default"], r["tuned"]
-        out.append(
-            f"| {r['set']} | {r['task']} | {r['n_train']} | {r['model']} | {d['nlpd']:.3f} "
-            f"| {d['steps']} | {d['reason']} | {d['seconds']:.1f} | {t['nlpd']:.3f} "
-            f"| {t['steps']}, {t['options']['lr']:g} | {t['seconds']:.1f} | {r['gap']:+.3f} "
-            f"| {r['time_ratio']:.2f} | {'yes' if r['meets'] else 'NO'} |"
-        )
+        if failed(d):
+            dcells = f"failed ({_error_kind(d)}) | | | {d['seconds']:.1f}"
+        else:
+            dcells = f"{d['nlpd']:.3f} | {d['steps']} | {d['reason']} | {d['seconds']:.1f}"
+        if t is None:
+            kinds = sorted({_error_kind(a) for a in r["tuned_all"] if failed(a)})
+            tcells = f"failed ({', '.join(kinds)}) | | "
+        else:
+            tcells = (f"{t['nlpd']:.3f} | {t['steps']}, {t['options']['lr']:g} "
+                      f"| {t['seconds']:.1f}")
+        gap = "n/a" if r["gap"] is None else f"{r['gap']:+.3f}"
+        ratio = "n/a" if r["time_ratio"] is None else f"{r['time_ratio']:.2f}"
+        meets = {True: "yes", False: "NO", None: "n/a"}[r["meets"]]
+        out.append(f"| {r['set']} | {r['task']} | {r['n_train']} | {r['model']} | {dcells} "
+                   f"| {tcells} | {gap} | {ratio} | {meets} |")
     return "\n".join(out)
 
 
@@ -245,24 +282,97 @@ FINDINGS: list[str] = [
 
 
 def notes(rows: list[dict[str, Any]]) -> str:
-    missed = [r for r in rows if not r["meets"]]
+    missed = [r for r in rows if r["meets"] is False]
+    open_ = [r for r in rows if r["meets"] is None]
     lines = [""]
     if missed:
         lines += ["Rows that miss the target:", ""]
-    else:
+    elif not open_:
         lines.append("Every row run meets the target.")
+    else:
+        lines.append("Every row with a finished tuned run meets the target.")
     for r in missed:
         why = DIAGNOSES.get((r["set"], r["model"]), "not diagnosed yet")
-        lines.append(f"- {r['set']}, {r['model']}: gap {r['gap']:+.3f} nats, time ratio "
-                     f"{r['time_ratio']:.2f}. {why}")
+        if failed(r["default"]):
+            lines.append(f"- {r['set']}, {r['model']}: the default fit failed. {why}")
+        else:
+            lines.append(f"- {r['set']}, {r['model']}: gap {r['gap']:+.3f} nats, time ratio "
+                         f"{r['time_ratio']:.2f}. {why}")
+    failures = [(r, kind, f) for r in rows for kind, f in
+                [("default", r["default"])] + [("tuned", a) for a in r["tuned_all"]]
+                if failed(f)]
+    if failures:
+        lines += ["", "Failed fits (recorded, not retried beyond the protocol):", ""]
+        for r, kind, f in failures:
+            opts = ", ".join(f"{k}={v:g}" for k, v in f["options"].items())
+            lines.append(f"- {r['set']}, {r['model']}, {kind} fit"
+                         f"{' (' + opts + ')' if opts else ''}, after {f['seconds']:.1f} s: "
+                         f"{f['error']}")
     if FINDINGS:
         lines += ["", "Runs without a row:", ""] + [f"- {f}" for f in FINDINGS]
+    measured: dict[str, list[str]] = {}
+    for r in rows:
+        m = r.get("measured")
+        key = f"{m['commit'][:7]} ({m['date'][:16]}Z)" if m else "unrecorded"
+        measured.setdefault(key, []).append(f"{r['set']} {r['model']}")
+    if len(measured) > 1 or "unrecorded" not in measured:
+        lines += ["", "Measured at (commit, time the partial run wrote its file):", ""]
+        lines += [f"- {k}: {', '.join(v)}" for k, v in sorted(measured.items())]
     done = {(r["set"], r["model"]) for r in rows}
     absent = [f"{s} ({lab})" for s, lab, _ in RUNS if (s, lab) not in done]
     if absent:
-        lines += ["", "Not in this run (the run was cut short; run "
-                  "`benchmarks/defaults.py --only SET` to add them): " + ", ".join(absent) + "."]
+        lines += ["", NOT_RUN + ", ".join(absent) + "."]
     return "\n".join(lines) + "\n"
+
+
+#: the sentence before the list of runs without a row (edit with the run's story)
+NOT_RUN = "Not in this run (run `benchmarks/defaults.py --only SET --models LABEL` to add them): "
+
+
+def _only(command: str) -> list[str]:
+    """The set names after ``--only`` in a recorded command line."""
+    words = command.split()
+    if "--only" not in words:
+        return []
+    rest = words[words.index("--only") + 1:]
+    return [w for w in rest[:next((i for i, w in enumerate(rest) if w.startswith("--")),
+                                  len(rest))]]
+
+
+def _wrote(command: str, row: dict[str, Any]) -> bool:
+    """Whether a recorded command line may have written ``row`` (its ``--only`` names the
+    row's set and any ``--models`` its model)."""
+    return row["set"] in _only(command) and (
+        "--models" not in command.split() or row["model"] in command)
+
+
+def merge(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows and provenance parts of partial runs' JSON files.  A row for the same set and
+    model in a later file replaces the earlier one.  Each row keeps (or gets) ``measured``:
+    the commit, date and command of the run that wrote it; for a file that is itself a
+    merge, the one of its parts whose ``--only`` names the row's set (if just one does)."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    parts: list[dict[str, Any]] = []
+    for path in paths:
+        with open(path) as fh:
+            part = json.load(fh)
+        prov = part.get("provenance") or {}
+        sub = prov.get("parts") or []
+        parts += sub if sub else [prov]
+        for r in part["rows"]:
+            if "measured" not in r:
+                cands = [p for p in sub if _wrote(p.get("command", ""), r)]
+                src = (cands[0] if len(cands) == 1 else None) if sub else prov
+                if src:
+                    r["measured"] = {k: src.get(k) for k in ("commit", "date", "command")}
+            rows.pop((r["set"], r["model"]), None)
+            rows[(r["set"], r["model"])] = r
+    order = {(s, lab): i for i, (s, lab, _) in enumerate(RUNS)}
+    merged = sorted(rows.values(), key=lambda r: order.get((r["set"], r["model"]), len(order)))
+    used = {(r.get("measured") or {}).get("date") for r in merged}
+    if None in used:  # a row of unknown origin: keep every part
+        return merged, parts
+    return merged, [p for p in parts if p.get("date") in used]
 
 
 def main() -> None:
@@ -281,14 +391,7 @@ def main() -> None:
         args.only = args.only or ["mcycle"]
         args.tuned_floor = min(args.tuned_floor, 1000)
     if args.merge:
-        rows, parts = [], []
-        for path in args.merge:
-            with open(path) as fh:
-                part = json.load(fh)
-            rows += part["rows"]
-            parts.append(part.get("provenance"))
-        order = {(s, lab): i for i, (s, lab, _) in enumerate(RUNS)}
-        rows.sort(key=lambda r: order.get((r["set"], r["model"]), len(order)))
+        rows, parts = merge(args.merge)
         write(rows, args.out, parts)
         print(table(rows))
         return
