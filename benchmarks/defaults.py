@@ -101,6 +101,7 @@ RUNS: list[tuple[str, str, Callable[[np.ndarray], Any]]] = [
     ("breast_cancer", "SVGP Bernoulli", lambda y: lg.SVGP(likelihood="bernoulli")),
     ("breast_cancer", "SEP (batch)", lambda y: lg.SEP()),
     ("breast_cancer", "SAVIGP Bernoulli", lambda y: lg.SAVIGP(50, likelihood="bernoulli")),
+    ("breast_cancer", "GFITC", lambda y: lg.GFITC()),
     ("wine", "SVGP Softmax", lambda y: lg.SVGP(num_inducing=64, likelihood=_softmax(y))),
     ("digits", "SVGP Softmax", lambda y: lg.SVGP(likelihood=_softmax(y))),
     ("diamonds", "SVGP", lambda y: lg.SVGP()),
@@ -110,6 +111,8 @@ RUNS: list[tuple[str, str, Callable[[np.ndarray], Any]]] = [
     ("mcycle", "ExactGP", lambda y: lg.ExactGP()),
     ("mcycle", "SHGP (M=40)", lambda y: lg.SHGP(40)),
     ("mcycle", "SVHGP (M=40)", lambda y: lg.SVHGP(40)),
+    ("mcycle", "SMGP (2 experts, M=40)", lambda y: lg.SMGP(2, num_inducing=40)),
+    ("diabetes", "DeepGP (2 layers, M=64)", lambda y: lg.DeepGP(2, num_inducing=64)),
 ]
 
 
