@@ -244,7 +244,7 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
     if max_steps is not None:
         max_steps = check_positive_int(max_steps, "max_steps")
     optimizer_kwargs = check_optimizer_kwargs(kw["optimizer_kwargs"])
-    defaults = model.fit_defaults(N)
+    defaults = automatic_defaults(model.fit_defaults(N), kw)
     optimizer = kw["optimizer"] or defaults["optimizer"]
     if not isinstance(optimizer, str):
         raise ValueError(f"optimizer must be a name, got {optimizer!r}")
@@ -271,6 +271,32 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
         process_group=kw["process_group"],
         defaults=defaults,
     )
+
+
+#: the options whose explicit value sets aside a model's ``"automatic"`` defaults
+CHOICES = ("optimizer", "lr", "batch_size", "epochs", "max_steps")
+
+
+def automatic_defaults(defaults: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The defaults that apply to a fit with ``options`` (those of ``GPModel.fit``).
+
+    A model's :meth:`~latentgp.models.base.GPModel.fit_defaults` may hold, under
+    ``"automatic"``, the defaults of a fit that names none of :data:`CHOICES` (SVGP on
+    small data: full-batch L-BFGS, see :data:`latentgp.models.svgp.FULL_BATCH_ROWS`);
+    they replace the others for such a fit, and for a fit that names their optimiser (its
+    learning rate and convergence rule come with it).  A fit that names another
+    optimiser, a learning rate, a batch size or a budget gets the others: an explicit
+    choice is never overridden, nor taken and ignored."""
+    defaults = dict(defaults)
+    auto = defaults.pop("automatic", None)
+    if auto is None:
+        return defaults
+    named = options.get("optimizer")
+    if named is None:
+        untouched = all(options.get(k) is None for k in CHOICES)
+    else:
+        untouched = isinstance(named, str) and named.lower() == auto["optimizer"]
+    return dict(auto) if untouched else defaults
 
 
 def _writable_checkpoint(path: str | os.PathLike | None) -> str | None:
@@ -417,6 +443,8 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
             rank=plan.rank,
             stacklevel=4,
         )
+        history.optimizer = opts.optimizer
+        history.batch_size = min(opts.batch_size, data.num_rows)
         model.history_ = history
         if plan.finish is not None:
             plan.finish()

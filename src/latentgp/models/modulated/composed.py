@@ -44,7 +44,8 @@ class ModulatedSVGP(MixturePredictive, SVGP):
         )
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
-        return modulated_fit_defaults(N)
+        # SHGP and SVHGP (closed-form bounds): full-batch L-BFGS on small data, as SVGP
+        return self.full_batch_default(modulated_fit_defaults(N), N)
 
     def _build(self, input_dim: int, output_dim: int) -> None:
         if self.single_output and output_dim != 1:
