@@ -34,8 +34,14 @@ def test_likelihoods_say_whether_their_expectation_is_deterministic():
     # several latents by Monte Carlo; a softmax without its class count must not raise
     monte_carlo = [L.Softmax(), L.Softmax(3), L.GaussianExperts(2)]
     assert not any(lik.deterministic_expectation for lik in monte_carlo)
-    # a plain function: deterministic only once known to be differentiable torch code
-    assert not L.CallableLikelihood(lambda y, f: -((y - f) ** 2)).deterministic_expectation
+    # a plain function: deterministic only when declared differentiable (not after the
+    # inspection its first call makes: every fit of one model takes the same default)
+    own = L.CallableLikelihood(lambda y, f: -((y - f) ** 2))
+    assert not own.deterministic_expectation
+    X, y = reg_data(n=30)
+    first = lg.SVGP(num_inducing=3, likelihood=own).fit(X, y, max_steps=2, progress=False)
+    assert first.likelihood.differentiable and not first.likelihood.deterministic_expectation
+    assert first.fit(X, y, tol=0.5, progress=False).history_.optimizer == "adam"
     assert L.CallableLikelihood(lambda y, f: -((y - f) ** 2),
                                 differentiable=True).deterministic_expectation
 

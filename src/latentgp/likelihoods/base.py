@@ -313,6 +313,14 @@ class CallableLikelihood(Likelihood):
         self.differentiable = differentiable
         #: None until the first call: whether ``fn`` is evaluated on numpy arrays
         self.evaluates_numpy: bool | None = None
+        self._declared_differentiable = differentiable
+
+    @property
+    def deterministic_expectation(self) -> bool:
+        """True only for one latent and ``differentiable=True`` given: decided from what the
+        user declared, not from the inspection at the first call, so that every fit of a
+        model takes the same default optimiser."""
+        return self.latent_dim == 1 and self._declared_differentiable is True
 
     def inspect(self, y: torch.Tensor, f: torch.Tensor) -> bool:
         """Find out, once, with the real arguments ``y`` and ``f``, how ``fn`` evaluates;
