@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from small_sets import cls_data, one_torch_thread, reg_data  # noqa: F401 (fixture)
 
 import latentgp as lg
@@ -49,11 +50,15 @@ def test_likelihoods_say_whether_their_expectation_is_deterministic():
 def test_which_models_default_to_full_batch_lbfgs():
     small, large = 200, FULL_BATCH_ROWS + 1
     auto = {"optimizer": "lbfgs", "lr": 1.0, "convergence": LBFGS_RULE,
-            "ceiling": LBFGS_CEILING}
+            "ceiling": LBFGS_CEILING, "fixed_inducing": True}
     for model in (lg.SVGP(), lg.SVGP(likelihood="poisson", whiten=False), lg.SHGP(10),
                   lg.SVHGP(10)):
         assert model.fit_defaults(small)["automatic"] == auto, type(model).__name__
         assert "automatic" not in model.fit_defaults(large)
+    # an explicit learn_inducing is the user's: Z is trained (True) or fixed (False) anyway
+    for learn in (True, False):
+        got = lg.SVGP(learn_inducing=learn).fit_defaults(small)["automatic"]
+        assert got == {**auto, "fixed_inducing": False}
     for model in (lg.SVGP(likelihood=L.Softmax(3)), lg.SMGP(2, num_inducing=10)):
         assert "automatic" not in model.fit_defaults(small), type(model).__name__
     # without "automatic", the defaults of before (Adam, minibatches)
@@ -131,3 +136,22 @@ def test_default_bernoulli_fit_is_a_maximum_no_long_adam_run_beats():
     # near a maximum: 200 further L-BFGS steps gain less than 2e-4 nats per point
     more = m.fit(X, y, seed=0, progress=False, optimizer="lbfgs", max_steps=200)
     assert np.isfinite(elbo) and more.elbo(X, y) - elbo < 50 * 2e-4
+
+
+def test_automatic_fit_keeps_z_unless_learn_inducing_is_given():
+    X, y = reg_data(n=40)
+
+    def z_after(**kw):
+        m = lg.SVGP(num_inducing=4, **{k: v for k, v in kw.items() if k == "learn_inducing"})
+        placed = lg.SVGP(num_inducing=4).initialize(X, y, seed=0).Z.detach().clone()
+        fit_kw = {k: v for k, v in kw.items() if k != "learn_inducing"}
+        m.fit(X, y, seed=0, progress=False, **fit_kw)
+        return m, placed
+
+    m, placed = z_after()  # the automatic L-BFGS: Z stays at its k-means placement
+    assert m.history_.optimizer == "lbfgs" and torch.equal(m.Z.detach(), placed)
+    assert m.Z_raw.requires_grad  # held for that fit only
+    m, placed = z_after(learn_inducing=True)  # asked for: learned by the same L-BFGS
+    assert m.history_.optimizer == "lbfgs" and not torch.allclose(m.Z.detach(), placed)
+    m, placed = z_after(max_steps=20)  # the Adam defaults learn Z, as before
+    assert m.history_.optimizer == "adam" and not torch.allclose(m.Z.detach(), placed)

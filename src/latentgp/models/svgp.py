@@ -70,7 +70,10 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
         columns for independent multi-output regression.
     shared_inducing: one set of inducing inputs for all Q latents.
     covariance: ``"full"`` or ``"diag"`` q(u).  whiten: whitened parameterisation.
-    learn_inducing: optimise Z.  inducing_init: ``"kmeans"``, ``"random"``, ``"greedy"``.
+    learn_inducing: optimise Z; None (the default): yes, except in the full-batch L-BFGS
+        fit that small data get when ``fit`` names no optimiser, learning rate, batch size
+        or budget (:meth:`full_batch_default`), which keeps Z at its initial placement.
+    inducing_init: ``"kmeans"``, ``"random"``, ``"greedy"``.
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
     ``dtype``, ``noise_variance``.
     """
@@ -91,7 +94,7 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
         shared_inducing: bool = True,
         covariance: str = "full",
         whiten: bool = True,
-        learn_inducing: bool = True,
+        learn_inducing: bool | None = None,
         inducing_init: str = "kmeans",
         **common: Any,
     ) -> None:
@@ -126,12 +129,14 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
         or budget) with, for ``N <= FULL_BATCH_ROWS`` rows and a deterministic ELBO
         (``likelihood.deterministic_expectation``), the ``"automatic"`` defaults of a fit
         that names none of them: full-batch L-BFGS (unit step, the line search scales it)
-        on every trainable parameter (Z too, unless ``learn_inducing=False``), stopped by
+        on every trainable parameter except Z, unless ``learn_inducing=True`` was given
+        (``"fixed_inducing"``: Z stays at its k-means placement), stopped by
         the deterministic rule of :data:`LBFGS_RULE` under :data:`LBFGS_CEILING`."""
         if N <= FULL_BATCH_ROWS and self.likelihood.deterministic_expectation:
             args["automatic"] = {"optimizer": "lbfgs", "lr": 1.0,
                                  "convergence": dict(LBFGS_RULE),
-                                 "ceiling": dict(LBFGS_CEILING)}
+                                 "ceiling": dict(LBFGS_CEILING),
+                                 "fixed_inducing": self.learn_inducing is None}
         return args
 
     # ------------------------------------------------------------------ building --

@@ -284,7 +284,7 @@ def automatic_defaults(defaults: dict[str, Any], options: dict[str, Any]) -> dic
     ``"automatic"``, the defaults of a fit that names none of :data:`CHOICES` (SVGP on
     small data: full-batch L-BFGS, see :data:`latentgp.models.svgp.FULL_BATCH_ROWS`);
     they replace the others for such a fit, and for a fit that names their optimiser (its
-    learning rate and convergence rule come with it).  A fit that names another
+    learning rate, convergence rule and ``"fixed_inducing"`` come with it).  A fit that names another
     optimiser, a learning rate, a batch size or a budget gets the others: an explicit
     choice is never overridden, nor taken and ignored."""
     defaults = dict(defaults)
@@ -345,7 +345,10 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     sampler = Sampler(N, B, seed)
     if seed is not None:
         torch.manual_seed(seed)  # inside the fit's private random state (seeded_scope)
-    params = [p for p in model.parameters() if p.requires_grad]
+    # Z kept at its placement in this fit (SVGP's automatic L-BFGS): fit holds it
+    held = model.inducing_parameters() if opts.defaults.get("fixed_inducing") else []
+    params = [p for p in model.parameters()
+              if p.requires_grad and all(p is not h for h in held)]
     model.log_prior()  # names of priors set before the model was built are checked here
     model.apply_bounds()
     reduce.broadcast_module(model)
@@ -356,7 +359,9 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
     task = GradientTask(model, X, y, params, opt, optimizer)
-    return make_plan(model, task, sampler, opts, reduce)
+    plan = make_plan(model, task, sampler, opts, reduce)
+    plan.held = held
+    return plan
 
 
 def _automatic_stop(plan: FitPlan, opts: FitOptions, tol: float | None) -> tuple[Any, int]:
@@ -423,26 +428,32 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
         rule, total = _automatic_stop(plan, opts, kw["tol"])
         model.train()
         model.clear_prediction_cache()
-        history = run_loop(
-            plan.task,
-            plan.sampler,
-            total,
-            desc=plan.desc,
-            progress=progress,
-            tol=plan.tol,
-            rule=rule,
-            callbacks=callbacks,
-            model=model,
-            objective_offset=plan.objective_offset,
-            objective_scale=plan.objective_scale,
-            checkpoint=opts.checkpoint,
-            checkpoint_every=kw["checkpoint_every"],
-            checkpoint_seconds=kw["checkpoint_seconds"],
-            resume=opts.resume,
-            fingerprint=plan.fingerprint,
-            rank=plan.rank,
-            stacklevel=4,
-        )
+        for p in plan.held:
+            p.requires_grad_(False)
+        try:
+            history = run_loop(
+                plan.task,
+                plan.sampler,
+                total,
+                desc=plan.desc,
+                progress=progress,
+                tol=plan.tol,
+                rule=rule,
+                callbacks=callbacks,
+                model=model,
+                objective_offset=plan.objective_offset,
+                objective_scale=plan.objective_scale,
+                checkpoint=opts.checkpoint,
+                checkpoint_every=kw["checkpoint_every"],
+                checkpoint_seconds=kw["checkpoint_seconds"],
+                resume=opts.resume,
+                fingerprint=plan.fingerprint,
+                rank=plan.rank,
+                stacklevel=4,
+            )
+        finally:
+            for p in plan.held:
+                p.requires_grad_(True)
         history.optimizer = opts.optimizer
         history.batch_size = min(opts.batch_size, data.num_rows)
         model.history_ = history
