@@ -284,9 +284,9 @@ def automatic_defaults(defaults: dict[str, Any], options: dict[str, Any]) -> dic
     ``"automatic"``, the defaults of a fit that names none of :data:`CHOICES` (SVGP on
     small data: full-batch L-BFGS, see :data:`latentgp.models.svgp.FULL_BATCH_ROWS`);
     they replace the others for such a fit, and for a fit that names their optimiser (its
-    learning rate, convergence rule and ``"fixed_inducing"`` come with it).  A fit that names another
-    optimiser, a learning rate, a batch size or a budget gets the others: an explicit
-    choice is never overridden, nor taken and ignored."""
+    learning rate, convergence rule and ``"fixed_inducing"`` come with it).  A fit that
+    names another optimiser, a learning rate, a batch size or a budget gets the others:
+    an explicit choice is never overridden, nor taken and ignored."""
     defaults = dict(defaults)
     auto = defaults.pop("automatic", None)
     if auto is None:
