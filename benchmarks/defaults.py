@@ -207,7 +207,7 @@ point, in the data's units; 70/30 splits seeded with `random_state=0`; one threa
 row). Target: the default within 0.05 nats of the tuned NLPD and no slower than 2x its
 time. The tuned run names the optimiser the default fit ran: SVGP, SHGP and SVHGP on up
 to 1,024 rows default to full-batch L-BFGS (rows of mcycle SHGP/SVHGP, quine, diabetes
-SVGP and breast_cancer SVGP, measured at commit db326d8; their Adam defaults took 3,867,
+SVGP and breast_cancer SVGP, measured at commit 3d6bddf; their Adam defaults took 3,867,
 8,021, 1,553, 2,685 and 3,000 (ceiling) steps for test NLPD 4.234, 4.145, 7.709, 5.452
 and 0.122).
 
