@@ -155,3 +155,28 @@ def test_automatic_fit_keeps_z_unless_learn_inducing_is_given():
     assert m.history_.optimizer == "lbfgs" and not torch.allclose(m.Z.detach(), placed)
     m, placed = z_after(max_steps=20)  # the Adam defaults learn Z, as before
     assert m.history_.optimizer == "adam" and not torch.allclose(m.Z.detach(), placed)
+
+
+def test_a_broken_line_search_is_repaired_like_a_non_finite_step(monkeypatch):
+    """torch's strong-Wolfe search raises IndexError when its trial values are not finite
+    (SHGP's default fit in docs/models/modulated.md met it at step 54): the step is
+    undone, the step size halved and the curvature pairs dropped, and the fit goes on."""
+    import torch.optim.lbfgs as torch_lbfgs
+
+    real, calls = torch_lbfgs._strong_wolfe, []
+
+    def breaks_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise IndexError("list index out of range")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch_lbfgs, "_strong_wolfe", breaks_once)
+    X, y = reg_data(n=40)
+    with pytest.warns(lg.TrainingWarning, match="lowered the learning rate to 0.5"):
+        m = lg.SVGP(num_inducing=4).fit(X, y, seed=0, progress=False)
+    h = m.history_
+    assert h.optimizer == "lbfgs" and h.reason == "converged"
+    assert h.events[0] == ("step 2: the L-BFGS line search broke down (list index out of "
+                           "range): non-finite trial values")
+    assert "restored the last good parameters" in h.events[1]

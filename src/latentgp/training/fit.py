@@ -69,11 +69,16 @@ def _grads_finite(params: Sequence[torch.Tensor]) -> bool:
     return total is None or bool(torch.isfinite(total))
 
 
+class LineSearchError(RuntimeError):
+    """torch's strong-Wolfe line search broke down (it raises ``IndexError`` when its trial
+    points give non-finite values); a failed step, repaired like a non-finite one."""
+
+
 class GradientTask(RestoringTask):
     """A step of ``optimizer`` on ``-model.objective(batch) / N`` (data-parallel over the
     parts of the global batch when a process group is active)."""
 
-    failure_errors = (CholeskyError,)
+    failure_errors = (CholeskyError, LineSearchError)
 
     #: Full-batch L-BFGS: reuse the objective and gradient of the point where the last
     #: line search stopped instead of evaluating it again (same results, fewer
@@ -169,7 +174,12 @@ class GradientTask(RestoringTask):
         memoize = self.memoize_lbfgs and self.optimizer == "lbfgs" and idx is None
         closure = self._closure(xb, yb, weight, memoize=memoize)
         if self.optimizer == "lbfgs":
-            self.opt.step(closure)
+            try:
+                self.opt.step(closure)
+            except IndexError as err:  # torch.optim.lbfgs._strong_wolfe, non-finite trials
+                raise LineSearchError(
+                    f"the L-BFGS line search broke down ({err}): non-finite trial values"
+                ) from None
             self.model.apply_bounds()
             value = closure.value
             ok = math.isfinite(value) and all(bool(torch.isfinite(p).all()) for p in self.params)
