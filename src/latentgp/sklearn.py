@@ -86,15 +86,15 @@ class _GPBase(BaseEstimator):
     def _svgp_optimizer(self, n: int, likelihood) -> str:
         """The SVGP optimiser for ``n`` training rows: ``optimizer``, or for ``"auto"``
         full-batch L-BFGS up to ``max_full_batch`` rows (without a ``batch_size``) where
-        the objective is deterministic (one latent function and a differentiable
-        likelihood: closed form or Gauss-Hermite; several latents, e.g. a softmax, are
-        integrated by Monte Carlo, which a line search cannot use), minibatch Adam
-        otherwise."""
+        the objective is deterministic (``likelihood.deterministic_expectation``, the
+        predicate of SVGP's own fit default: closed form or Gauss-Hermite; a softmax's
+        several latents are integrated by Monte Carlo, which a line search cannot use),
+        minibatch Adam otherwise."""
         opt = check_choice(self.optimizer, "optimizer", ("auto", "lbfgs", "adam"))
         if opt != "auto":
             return opt
         small = n <= check_positive_int(self.max_full_batch, "max_full_batch")
-        exact = likelihood.latent_dim == 1 and likelihood.differentiable
+        exact = likelihood.deterministic_expectation  # the predicate of SVGP's fit default
         return "lbfgs" if small and exact and self.batch_size is None else "adam"
 
     def _fit_svgp_model(

@@ -73,6 +73,15 @@ class Likelihood(nn.Module):
     #: the expectations use the score-function integrators (``likelihoods.integrators``)
     differentiable: bool | None = True
 
+    @property
+    def deterministic_expectation(self) -> bool:
+        """Whether :meth:`expected_log_prob` is free of Monte Carlo noise (a closed form,
+        or Gauss-Hermite quadrature for one differentiable latent), so that a full-batch
+        ELBO is a deterministic function of the parameters, as a line search (L-BFGS)
+        needs.  Several latents are integrated by Monte Carlo unless a subclass has a
+        closed form (and then sets this True)."""
+        return self.latent_dim == 1 and self.differentiable is True
+
     # -- what a user writes --------------------------------------------------------
     def log_prob(self, y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
         """``log p(y_n | f_n)``, shape ``f.shape`` without the latent dim."""
@@ -304,6 +313,14 @@ class CallableLikelihood(Likelihood):
         self.differentiable = differentiable
         #: None until the first call: whether ``fn`` is evaluated on numpy arrays
         self.evaluates_numpy: bool | None = None
+        self._declared_differentiable = differentiable
+
+    @property
+    def deterministic_expectation(self) -> bool:
+        """True only for one latent and ``differentiable=True`` given: decided from what the
+        user declared, not from the inspection at the first call, so that every fit of a
+        model takes the same default optimiser."""
+        return self.latent_dim == 1 and self._declared_differentiable is True
 
     def inspect(self, y: torch.Tensor, f: torch.Tensor) -> bool:
         """Find out, once, with the real arguments ``y`` and ``f``, how ``fn`` evaluates;

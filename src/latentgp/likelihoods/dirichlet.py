@@ -39,6 +39,8 @@ class DirichletClassification(Softmax):
     them (the classification density, not the Gaussian surrogate's).
     """
 
+    deterministic_expectation = True  # closed-form expected log likelihood
+
     def __init__(
         self,
         num_classes: int | None = None,

@@ -31,6 +31,7 @@ class GPRN(Likelihood):
 
     scale_family = True
     task = "regression"
+    deterministic_expectation = True  # closed-form expected log likelihood
 
     def __init__(self, num_outputs: int = 2, num_nodes: int = 1, variance: float = 0.1) -> None:
         super().__init__()

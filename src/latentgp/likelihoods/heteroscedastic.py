@@ -36,6 +36,7 @@ class HeteroscedasticGaussian(Likelihood):
 
     latent_dim = 2
     scale_family = True
+    deterministic_expectation = True  # closed-form expected log likelihood
 
     def __init__(self, log_variance_offset: float = -2.0) -> None:
         super().__init__()

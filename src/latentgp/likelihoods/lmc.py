@@ -40,6 +40,7 @@ class LinearCoregionalization(Likelihood):
 
     scale_family = True
     task = "regression"
+    deterministic_expectation = True  # closed-form expected log likelihood
     allows_missing_targets = True
 
     def __init__(self, num_outputs: int, num_latent: int = 1, variance: float = 0.1) -> None:

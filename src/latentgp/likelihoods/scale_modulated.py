@@ -57,6 +57,7 @@ class ScaleModulatedGaussian(Gaussian):
     """
 
     latent_dim = 2
+    deterministic_expectation = True  # closed-form expected log likelihood
 
     def __init__(
         self, variance: float = 1.0, min_variance: float = 1e-6, num_quadrature: int = 32

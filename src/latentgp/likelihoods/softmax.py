@@ -19,6 +19,8 @@ class Softmax(Likelihood):
     """
 
     task = "multiclass"
+    #: C >= 2 latents: the expected log likelihood is a Monte Carlo estimate
+    deterministic_expectation = False
 
     def __init__(self, num_classes: int | None = None, predictive_samples: int = 1024) -> None:
         super().__init__()

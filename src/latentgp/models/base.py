@@ -452,7 +452,11 @@ class GPModel(HyperpriorMixin, nn.Module):
         Without ``epochs``/``max_steps`` training runs until converged (the rule of
         :mod:`latentgp.training.convergence`, under a step ceiling proportional to the
         data; ``history_.reason`` says why it stopped, and reaching the ceiling
-        unconverged warns).
+        unconverged warns).  A model may default to another optimiser for such a fit (SVGP,
+        SHGP, SVHGP on up to ``latentgp.models.svgp.FULL_BATCH_ROWS`` rows with a
+        deterministic ELBO: full-batch L-BFGS); naming ``optimizer``, ``lr``, ``batch_size``,
+        ``epochs`` or ``max_steps`` gives its usual defaults (``history_.optimizer`` says
+        which ran).
         ``epochs=E`` takes exactly ``E * ceil(N / batch_size)`` optimiser steps.  Without
         ``batch_size`` the model's default applies (SVGP: min(N, 1024)), except that
         ``optimizer="lbfgs"``, a full-batch method, always uses all N points.  Calling
@@ -481,9 +485,11 @@ class GPModel(HyperpriorMixin, nn.Module):
     # behind them (``_default_fit_args``, ``_initialize``, ...).
     def fit_defaults(self, N: int) -> dict[str, Any]:
         """The model's defaults for a fit on ``N`` points: ``optimizer``, ``lr`` and
-        optionally ``batch_size`` and overrides of the convergence rule of a fit without a
+        optionally ``batch_size``, overrides of the convergence rule of a fit without a
         budget (``"convergence"``, ``"ceiling"``: see
-        :mod:`latentgp.training.convergence`)."""
+        :mod:`latentgp.training.convergence`) and ``"automatic"``: the defaults (same
+        keys) of a fit that names no optimiser, learning rate, batch size or budget (see
+        :func:`latentgp.training.fit.automatic_defaults`)."""
         return dict(self._default_fit_args(N))
 
     def check_training_data(self, X: Any, y: Any) -> tuple[torch.Tensor, torch.Tensor]:

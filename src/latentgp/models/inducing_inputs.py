@@ -38,7 +38,7 @@ class InducingInputs:
     Z_raw: torch.Tensor
     input_unit: torch.Tensor
     num_inducing: int | None
-    learn_inducing: bool
+    learn_inducing: bool | None
     inducing_init: str
     _init_Z: torch.Tensor | None
 
@@ -46,7 +46,7 @@ class InducingInputs:
         self,
         num_inducing: int | None,
         Z: Any,
-        learn_inducing: bool,
+        learn_inducing: bool | None,
         inducing_init: str,
         *,
         batched: bool = True,
@@ -56,8 +56,9 @@ class InducingInputs:
         """Check and keep the inducing-point arguments every such model takes:
         ``num_inducing`` (None allowed unless ``required``: the model derives M later),
         initial ``Z``
-        (``(M, D)``, or ``(Q, M, D)`` if ``batched``; it fixes M), ``learn_inducing`` and
-        ``inducing_init`` (one of ``inits``).  Returns whether a given Z is shared by the
+        (``(M, D)``, or ``(Q, M, D)`` if ``batched``; it fixes M), ``learn_inducing`` (None:
+        the model decides per fit, see :meth:`learns_inducing`) and ``inducing_init`` (one
+        of ``inits``).  Returns whether a given Z is shared by the
         latents (2-D), None when no Z was given."""
         dtype = self.dtype_  # type: ignore[attr-defined]
         self._init_Z = inducing_inputs_arg(Z, dtype, batched=batched)
@@ -68,7 +69,7 @@ class InducingInputs:
         if num_inducing is not None or required:
             num_inducing = check_positive_int(num_inducing, "num_inducing")
         self.num_inducing = num_inducing
-        self.learn_inducing = bool(learn_inducing)
+        self.learn_inducing = None if learn_inducing is None else bool(learn_inducing)
         self.inducing_init = check_inducing_init(inducing_init, inits)
         return shared
 
@@ -113,7 +114,13 @@ class InducingInputs:
         if fixed:
             self.register_buffer("Z_raw", z)  # type: ignore[attr-defined]
         else:
-            self.Z_raw = nn.Parameter(z, requires_grad=learn)
+            self.Z_raw = nn.Parameter(z, requires_grad=learn is not False)
+
+    def inducing_parameters(self) -> list[nn.Parameter]:
+        """The trainable inducing inputs (``[Z_raw]``; empty when they are fixed): what a
+        fit leaves out to keep Z at its placement (the ``"fixed_inducing"`` fit default)."""
+        z = self.Z_raw
+        return [z] if isinstance(z, nn.Parameter) and z.requires_grad else []
 
     @property
     def Z(self) -> torch.Tensor:

@@ -69,11 +69,16 @@ def _grads_finite(params: Sequence[torch.Tensor]) -> bool:
     return total is None or bool(torch.isfinite(total))
 
 
+class LineSearchError(RuntimeError):
+    """torch's strong-Wolfe line search broke down (it raises ``IndexError`` when its trial
+    points give non-finite values); a failed step, repaired like a non-finite one."""
+
+
 class GradientTask(RestoringTask):
     """A step of ``optimizer`` on ``-model.objective(batch) / N`` (data-parallel over the
     parts of the global batch when a process group is active)."""
 
-    failure_errors = (CholeskyError,)
+    failure_errors = (CholeskyError, LineSearchError)
 
     #: Full-batch L-BFGS: reuse the objective and gradient of the point where the last
     #: line search stopped instead of evaluating it again (same results, fewer
@@ -169,7 +174,12 @@ class GradientTask(RestoringTask):
         memoize = self.memoize_lbfgs and self.optimizer == "lbfgs" and idx is None
         closure = self._closure(xb, yb, weight, memoize=memoize)
         if self.optimizer == "lbfgs":
-            self.opt.step(closure)
+            try:
+                self.opt.step(closure)
+            except IndexError as err:  # torch.optim.lbfgs._strong_wolfe, non-finite trials
+                raise LineSearchError(
+                    f"the L-BFGS line search broke down ({err}): non-finite trial values"
+                ) from None
             self.model.apply_bounds()
             value = closure.value
             ok = math.isfinite(value) and all(bool(torch.isfinite(p).all()) for p in self.params)
@@ -244,7 +254,7 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
     if max_steps is not None:
         max_steps = check_positive_int(max_steps, "max_steps")
     optimizer_kwargs = check_optimizer_kwargs(kw["optimizer_kwargs"])
-    defaults = model.fit_defaults(N)
+    defaults = automatic_defaults(model.fit_defaults(N), kw)
     optimizer = kw["optimizer"] or defaults["optimizer"]
     if not isinstance(optimizer, str):
         raise ValueError(f"optimizer must be a name, got {optimizer!r}")
@@ -271,6 +281,32 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
         process_group=kw["process_group"],
         defaults=defaults,
     )
+
+
+#: the options whose explicit value sets aside a model's ``"automatic"`` defaults
+CHOICES = ("optimizer", "lr", "batch_size", "epochs", "max_steps")
+
+
+def automatic_defaults(defaults: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The defaults that apply to a fit with ``options`` (those of ``GPModel.fit``).
+
+    A model's :meth:`~latentgp.models.base.GPModel.fit_defaults` may hold, under
+    ``"automatic"``, the defaults of a fit that names none of :data:`CHOICES` (SVGP on
+    small data: full-batch L-BFGS, see :data:`latentgp.models.svgp.FULL_BATCH_ROWS`);
+    they replace the others for such a fit, and for a fit that names their optimiser (its
+    learning rate, convergence rule and ``"fixed_inducing"`` come with it).  A fit that
+    names another optimiser, a learning rate, a batch size or a budget gets the others:
+    an explicit choice is never overridden, nor taken and ignored."""
+    defaults = dict(defaults)
+    auto = defaults.pop("automatic", None)
+    if auto is None:
+        return defaults
+    named = options.get("optimizer")
+    if named is None:
+        untouched = all(options.get(k) is None for k in CHOICES)
+    else:
+        untouched = isinstance(named, str) and named.lower() == auto["optimizer"]
+    return dict(auto) if untouched else defaults
 
 
 def _writable_checkpoint(path: str | os.PathLike | None) -> str | None:
@@ -319,7 +355,10 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     sampler = Sampler(N, B, seed)
     if seed is not None:
         torch.manual_seed(seed)  # inside the fit's private random state (seeded_scope)
-    params = [p for p in model.parameters() if p.requires_grad]
+    # Z kept at its placement in this fit (SVGP's automatic L-BFGS): fit holds it
+    held = model.inducing_parameters() if opts.defaults.get("fixed_inducing") else []
+    params = [p for p in model.parameters()
+              if p.requires_grad and all(p is not h for h in held)]
     model.log_prior()  # names of priors set before the model was built are checked here
     model.apply_bounds()
     reduce.broadcast_module(model)
@@ -330,7 +369,9 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
     task = GradientTask(model, X, y, params, opt, optimizer)
-    return make_plan(model, task, sampler, opts, reduce)
+    plan = make_plan(model, task, sampler, opts, reduce)
+    plan.held = held
+    return plan
 
 
 def _automatic_stop(plan: FitPlan, opts: FitOptions, tol: float | None) -> tuple[Any, int]:
@@ -397,26 +438,34 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
         rule, total = _automatic_stop(plan, opts, kw["tol"])
         model.train()
         model.clear_prediction_cache()
-        history = run_loop(
-            plan.task,
-            plan.sampler,
-            total,
-            desc=plan.desc,
-            progress=progress,
-            tol=plan.tol,
-            rule=rule,
-            callbacks=callbacks,
-            model=model,
-            objective_offset=plan.objective_offset,
-            objective_scale=plan.objective_scale,
-            checkpoint=opts.checkpoint,
-            checkpoint_every=kw["checkpoint_every"],
-            checkpoint_seconds=kw["checkpoint_seconds"],
-            resume=opts.resume,
-            fingerprint=plan.fingerprint,
-            rank=plan.rank,
-            stacklevel=4,
-        )
+        for p in plan.held:
+            p.requires_grad_(False)
+        try:
+            history = run_loop(
+                plan.task,
+                plan.sampler,
+                total,
+                desc=plan.desc,
+                progress=progress,
+                tol=plan.tol,
+                rule=rule,
+                callbacks=callbacks,
+                model=model,
+                objective_offset=plan.objective_offset,
+                objective_scale=plan.objective_scale,
+                checkpoint=opts.checkpoint,
+                checkpoint_every=kw["checkpoint_every"],
+                checkpoint_seconds=kw["checkpoint_seconds"],
+                resume=opts.resume,
+                fingerprint=plan.fingerprint,
+                rank=plan.rank,
+                stacklevel=4,
+            )
+        finally:
+            for p in plan.held:
+                p.requires_grad_(True)
+        history.optimizer = opts.optimizer
+        history.batch_size = min(opts.batch_size, data.num_rows)
         model.history_ = history
         if plan.finish is not None:
             plan.finish()

@@ -61,6 +61,9 @@ class FitHistory:
     convergence: the criterion's rule and last numbers (change of window means, its
     bound, the noise standard error; see :mod:`latentgp.training.convergence`).
     events: repairs made (non-finite objective, jitter raised, learning rate lowered).
+    optimizer: the optimiser that took the steps (e.g. ``"lbfgs"``, ``"adam"``; set by
+    :func:`latentgp.training.fit`, which may choose it: see ``GPModel.fit``).
+    batch_size: rows per step (N for a full-batch fit).
     """
 
     objective: list[float] = dataclasses.field(default_factory=list)
@@ -71,6 +74,8 @@ class FitHistory:
     reason: str = ""
     convergence: dict[str, Any] = dataclasses.field(default_factory=dict)
     events: list[str] = dataclasses.field(default_factory=list)
+    optimizer: str = ""
+    batch_size: int = 0
 
 
 class Sampler:

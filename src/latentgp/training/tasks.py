@@ -101,7 +101,9 @@ class FitPlan:
     ``stops_itself``: the task decides when it has converged
     (:meth:`~latentgp.training.loop.StepTask.finished`), so a fit without a budget runs
     no convergence rule on the objective, only the step ceiling;
-    ``objective_offset``/``objective_scale``: for the history and the progress bar.
+    ``objective_offset``/``objective_scale``: for the history and the progress bar;
+    ``held``: trainable parameters this fit keeps fixed (``fit`` turns their gradients off
+    for the run and back on after it, however it ends).
     """
 
     task: StepTask
@@ -115,6 +117,7 @@ class FitPlan:
     tol: float | None = None
     finish: Callable[[], None] | None = None
     stops_itself: bool = False
+    held: list[Any] = dataclasses.field(default_factory=list)
 
 
 def make_plan(

@@ -36,7 +36,9 @@ def modulated_fit_defaults(N: int) -> dict[str, Any]:
     """The fit defaults of every modulated model on ``N`` points.  Adam at lr 0.005 on
     these objectives (two or more coupled GPs, one of them in a non-conjugate likelihood)
     needs more than the usual 3,000-step ceiling floor on small data: mcycle's 93 rows
-    take about 9,000 full-batch steps (``docs/results/defaults.md``)."""
+    take about 9,000 full-batch steps (``docs/results/defaults.md``).  SHGP and SVHGP add
+    SVGP's full-batch L-BFGS for a fit that names no optimiser, learning rate, batch size
+    or budget on small data (:meth:`latentgp.SVGP.full_batch_default`)."""
     return {"optimizer": "adam", "lr": 0.005, "batch_size": min(N, 512),
             "ceiling": {"floor": 12000}}
 

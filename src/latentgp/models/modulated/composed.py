@@ -3,7 +3,9 @@
 Each is :class:`~latentgp.SVGP` with a fixed number of latent GPs (separate inducing
 inputs by default), a likelihood that combines them, and the mixture-predictive
 functions of :class:`~latentgp.models.modulated.base.MixturePredictive`; they train at
-the modulated models' rate (seed 003's protocol: Adam, 0.005, batches of 512).
+the modulated models' rate (seed 003's protocol: Adam, 0.005, batches of 512), except
+that SHGP and SVHGP (closed-form bounds) on small data train by SVGP's full-batch L-BFGS
+when the fit names no optimiser, learning rate, batch size or budget.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class ModulatedSVGP(MixturePredictive, SVGP):
         )
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
-        return modulated_fit_defaults(N)
+        # SHGP and SVHGP (closed-form bounds): full-batch L-BFGS on small data, as SVGP
+        return self.full_batch_default(modulated_fit_defaults(N), N)
 
     def _build(self, input_dim: int, output_dim: int) -> None:
         if self.single_output and output_dim != 1:
