@@ -322,4 +322,20 @@ def test_cli_fit_without_a_budget_passes_none_and_a_budget_as_given():
     svgp = MODEL_BUILDERS["svgp"]
     assert fit_kwargs(args(epochs=5), svgp, 500)["epochs"] == 5
     assert fit_kwargs(args(max_steps=7), svgp, 500)["max_steps"] == 7
-    assert fit_kwargs(args(epochs=5, max_steps=7), svgp, 500)["max_steps"] == 5  # 5 epochs
+    both = fit_kwargs(args(epochs=5, max_steps=7), svgp, 500)
+    assert (both["epochs"], both["max_steps"]) == (5, 7)  # whichever comes first, in fit
+    # nothing else is restated: the model's own defaults decide, as in the Python API
+    assert set(fit_kwargs(args(), svgp, 500)) == {"seed", "progress"}
+
+
+def test_epochs_and_max_steps_together_stop_at_whichever_comes_first():
+    """``fit(epochs=E, max_steps=S)``: min(E epochs, S steps), in the library as in the
+    CLI (before, max_steps was accepted and ignored when epochs was given)."""
+    from latentgp.training.loop import total_steps
+
+    assert total_steps(10, 5, 7) == 7 and total_steps(10, 5, 70) == 50
+    assert total_steps(10, 5, None) == 50 and total_steps(10, None, 7) == 7
+    X = np.linspace(0, 1, 40)[:, None]
+    y = np.sin(6 * X[:, 0])
+    m = lg.SVGP(num_inducing=5).fit(X, y, epochs=4, max_steps=3, batch_size=10, progress=False)
+    assert m.history_.steps == 3

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -81,32 +80,31 @@ test metrics) for 'latentgp plot --kind objective / metrics'.
 
 
 def fit_kwargs(args: argparse.Namespace, builder: ModelBuilder, n: int) -> dict[str, Any]:
-    """The keyword arguments of ``model.fit`` from the options and the builder's defaults."""
-    optimizer, lr = builder.fit_defaults()
-    kw: dict[str, Any] = {
-        "optimizer": args.optimizer or optimizer,
-        "lr": lr if args.lr is None else args.lr,
-        "seed": args.seed,
-        "progress": args.progress,
-    }
-    batch = None
-    if builder.minibatch:
-        # above n rows: fit caps it (latentgp.validation.cap_at_rows, with its warning)
-        given = args.batch_size
-        kw["batch_size"] = min(n, DEFAULT_BATCH_SIZE) if given is None else given
-        batch = min(n, kw["batch_size"])
-    elif args.batch_size is not None:
-        warn(f"--batch-size is ignored: --model {builder.name} trains on the full data")
-    epochs = args.epochs if args.epochs is not None else None
+    """The keyword arguments of ``model.fit``: only what the options name (and a builder's
+    own choices, where it has any), so that everything else (optimiser, learning rate,
+    batch size, the stopping rule: e.g. SVGP's full-batch L-BFGS on small data) comes
+    from the model's :meth:`~latentgp.GPModel.fit_defaults`, as in the Python API.
+    ``n``: the training rows (a ``--batch-size`` above it is capped by ``fit``, with the
+    warning of every front end)."""
+    kw: dict[str, Any] = {"seed": args.seed, "progress": args.progress}
+    optimizer = args.optimizer or builder.optimizer
+    if optimizer:
+        kw["optimizer"] = optimizer
+    lr = args.lr if args.lr is not None else builder.lr
+    if lr is not None:
+        kw["lr"] = lr
+    if args.batch_size is not None:
+        if builder.minibatch:
+            kw["batch_size"] = args.batch_size
+        else:
+            warn(f"--batch-size is ignored: --model {builder.name} trains on the full data")
+    epochs = args.epochs
     if epochs is None and args.max_steps is None:
         epochs = builder.epochs
-    if epochs is not None and args.max_steps is not None:
-        steps_per_epoch = math.ceil(n / (batch or n))
-        kw["max_steps"] = min(epochs * steps_per_epoch, args.max_steps)
-    elif epochs is not None:
+    if epochs is not None:
         kw["epochs"] = epochs
-    elif args.max_steps is not None:
-        kw["max_steps"] = args.max_steps
+    if args.max_steps is not None:
+        kw["max_steps"] = args.max_steps  # with --epochs: whichever comes first (fit)
     if getattr(args, "checkpoint", None):
         every = args.checkpoint_every or "100"
         try:
@@ -559,7 +557,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
         "--batch-size",
         type=positive_int,
         metavar="B",
-        help=f"minibatch size, capped at N (default {DEFAULT_BATCH_SIZE})",
+        help=f"minibatch size, capped at N (default: the model's own, {DEFAULT_BATCH_SIZE} "
+        "rows for SVGP; all rows where it trains with L-BFGS)",
     )
     g.add_argument(
         "--epochs",
@@ -576,12 +575,15 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
         "--lr",
         type=positive_float,
         metavar="LR",
-        help="learning rate (default 0.01; 1.0 for exact/L-BFGS)",
+        help="learning rate (default: the model's own: 0.01 for SVGP's adam, 1.0 for "
+        "L-BFGS); a rate given without --optimizer trains SVGP with adam at any size",
     )
     g.add_argument(
         "--optimizer",
         choices=("adam", "adadelta", "sgd", "lbfgs", "natural"),
-        help="optimiser (default adam; lbfgs for exact); natural: natural-gradient steps "
+        help="optimiser (default: the model's own: lbfgs for exact and VFE, and for SVGP, "
+        "SHGP and SVHGP on up to 1,024 rows with a closed-form or quadrature ELBO; adam "
+        "otherwise); natural: natural-gradient steps "
         "on a Gaussian q(u) with adam on the hyperparameters (SVGP and the modulated GPs)",
     )
     g.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")

@@ -228,9 +228,11 @@ def plan_fingerprint(N: int, B: int, seed: int | None, optimizer: str, model: st
 def total_steps(
     steps_per_epoch: int, epochs: int | None, max_steps: int | None, default: int = 1000
 ) -> int:
-    """``epochs * steps_per_epoch``, else ``max_steps``, else ``default``."""
+    """``epochs * steps_per_epoch`` or ``max_steps``, whichever comes first when both are
+    given, else ``default``."""
     if epochs is not None:
-        return int(epochs) * steps_per_epoch
+        by_epochs = int(epochs) * steps_per_epoch
+        return by_epochs if max_steps is None else min(by_epochs, int(max_steps))
     if max_steps is not None:
         return int(max_steps)
     return default
