@@ -10,8 +10,9 @@ Data: member b is a draw of ``lg.datasets.gp_draws`` (seed b) with its own lengt
 optimum is its own.
 
 Timed: the batched fit (the whole call: validation, initialisation, training, once), and
-the loop over the first ``--loop`` members (each fit a whole call), whose mean time per
-fit times B is the loop's time for all members (extrapolated: the loop over every member
+the loop over the first ``--loop`` members (each fit a whole call; half of them before the
+batched fit, half after it), whose mean time per fit times B is the loop's time for all
+members (extrapolated: the loop over every member
 takes about as long again as the rest of the benchmark, and each fit is independent of
 the others).  Both single-threaded, in the same process.
 
@@ -71,16 +72,25 @@ def run(B: int, N: int, D: int, loop: int, device: str) -> dict:
     X, y = make_data(B, N, D)
     X, y = X.to(device), y.to(device)
     lg.ExactGP(device=device).fit(X[0], y[0])  # warm-up (imports, first-call allocations)
+    singles, times = [], []
+
+    def single_fits(members: range) -> None:
+        for b in members:
+            t0 = time.perf_counter()
+            s = lg.ExactGP(device=device).fit(X[b], y[b])
+            times.append(time.perf_counter() - t0)
+            singles.append(s)
+
+    # half of the looped fits before the batched fit and half after it, so that a change
+    # of the shared machine's load during the run weighs on both sides alike
+    load_before = os.getloadavg()
+    single_fits(range(loop // 2))
     t0 = time.perf_counter()
     model = lg.BatchedExactGP(device=device).fit(X, y)
     t_batched = time.perf_counter() - t0
+    single_fits(range(loop // 2, loop))
+    load_after = os.getloadavg()
     lml_b = model.log_marginal_likelihood()
-    singles, times = [], []
-    for b in range(loop):
-        t0 = time.perf_counter()
-        s = lg.ExactGP(device=device).fit(X[b], y[b])
-        times.append(time.perf_counter() - t0)
-        singles.append(s)
     lml_s = np.array([s.log_marginal_likelihood() for s in singles])
     d = lml_b[:loop] - lml_s
     rel = [float(np.max(np.abs(hyper(model, b) - hyper(s)) / np.abs(hyper(s))))
@@ -104,9 +114,14 @@ def run(B: int, N: int, D: int, loop: int, device: str) -> dict:
         "members_lml_within_1e-2": int(np.sum(np.abs(d) < 1e-2)),
         "hyper_rel_diff_median": float(np.median(rel)),
         "hyper_rel_diff_max": float(np.max(rel)),
+        "load_average_1_5_15_min_before_after": [list(load_before), list(load_after)],
         "torch_threads": torch.get_num_threads(),
         "device": device,
     }
+
+
+def fmt_load(avg: list) -> str:
+    return " / ".join(f"{a:.2f}" for a in avg)
 
 
 def write(res: dict) -> None:
@@ -142,6 +157,11 @@ def write(res: dict) -> None:
         f"{1e3 * r['loop_seconds_per_fit_min_max'][1]:.0f}) |",
         "",
         f"**Speed-up: {r['speedup']:.1f}x** (target: 20x).",
+        "",
+        "Load of the shared machine (`os.getloadavg()`, 1/5/15 min) before the first "
+        f"timed fit: {fmt_load(r['load_average_1_5_15_min_before_after'][0])}; after the "
+        f"last: {fmt_load(r['load_average_1_5_15_min_before_after'][1])}.  Half of the "
+        "looped fits ran before the batched fit and half after it.",
         "",
         f"Batched fit: {r['batched_steps']} iterations, {r['batched_stopped']}; "
         + "; ".join(r["batched_events"]) + ". Single fits: median "
