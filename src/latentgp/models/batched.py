@@ -18,6 +18,11 @@ one line search) would not give each member the optimum of its own fit; the batc
 L-BFGS of :mod:`latentgp.training.batched` keeps a history, a line search and a
 convergence test per member instead.
 
+With an RBF kernel (the common case) the optimiser evaluates each member's objective and
+its gradient in closed form, without an autograd graph
+(:meth:`BatchedExactGP.member_log_marginal_and_grad`); other stationary kernels go through
+autograd (:meth:`BatchedExactGP.member_log_marginal`), the same numbers to round-off.
+
 Each member starts where :class:`~latentgp.models.ExactGP` would start on its data alone:
 targets standardised per member (``normalize_y``), lengthscales ``sqrt(D)`` times each
 input column's spread (unless given) and measured in units of that spread
@@ -37,19 +42,13 @@ from ..constants import LOG_2PI
 from ..kernels import RBF, Stationary
 from ..likelihoods import Gaussian
 from ..linalg import cho_solve, cholesky, solve_lower
-from ..parameters import spread_unit
+from ..parameters import softplus_slope, spread_unit
 from ..rng import seeded_scope
 from ..validation import check_inputs, check_targets, keyword_only_after_first
 from .base import GPModel, register_model, require_gaussian_likelihood
 from .exact import EXACT_RTOL, gaussian_log_marginal
 
-__all__ = ["BatchedExactGP", "softplus_slope"]
-
-
-def softplus_slope(raw: torch.Tensor) -> torch.Tensor:
-    """``d softplus(raw) / d raw`` as torch's ``F.softplus`` differentiates it (the
-    logistic function; exactly 1 above its linear threshold 20)."""
-    return torch.where(raw > 20.0, torch.ones_like(raw), torch.sigmoid(raw))
+__all__ = ["BatchedExactGP"]
 
 
 @register_model
