@@ -254,9 +254,9 @@ class BatchedExactGP(GPModel):
         sums ``m`` of ``M = W o R`` and ``M X`` (``sum_ij M_ij (x_i - x_j)^2 =
         2 sum_i m_i x_i^2 - 2 x^T M x``, M symmetric), then the softplus chain rule.
         ``K^{-1}`` is LAPACK's ``cholesky_inverse``: the trace term needs all its entries.
-        Members whose matrix fails the plain factorisation are refactorised alone with
-        the library's jitter; a member whose matrix is not finite gets NaN (a failed trial
-        of that member only)."""
+        Members whose matrix fails the plain factorisation are refactorised one by one
+        with the library's jitter (``last_jitter``: the largest); a member whose matrix
+        is not finite gets NaN (a failed trial of that member only)."""
         if not self.closed_form_gradient:
             raise ValueError("member_log_marginal_and_grad needs an RBF kernel and a "
                              "Gaussian likelihood (closed_form_gradient is False)")
@@ -304,17 +304,17 @@ class BatchedExactGP(GPModel):
 
     def _refactor(self, K: torch.Tensor, L: torch.Tensor, info: torch.Tensor):
         """The factors of the members whose plain Cholesky failed (``info > 0``), each
-        group refactorised with the library's jitter; non-finite members get the identity
-        and are returned as ``bad``."""
-        idx = (info > 0).nonzero().squeeze(1)
-        finite = torch.isfinite(K[idx]).all(-1).all(-1)
+        refactorised on its own with the library's jitter (as its single fit would be);
+        non-finite members get the identity and are returned as ``bad``."""
         L = L.clone()
         bad = torch.zeros_like(info, dtype=torch.bool)
-        bad[idx[~finite]] = True
-        L[idx[~finite]] = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
-        retry = idx[finite]
-        if retry.numel():
-            L[retry], self.last_jitter = cholesky(K[retry], "K + noise", jitter=0.0)
+        eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+        for i in (info > 0).nonzero().squeeze(1).tolist():
+            if not bool(torch.isfinite(K[i]).all()):
+                bad[i], L[i] = True, eye
+                continue
+            L[i], jitter = cholesky(K[i], "K + noise", jitter=0.0)
+            self.last_jitter = max(self.last_jitter, jitter)
         return L, bad
 
     def forward(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
