@@ -218,8 +218,9 @@ class BatchedLBFGSTask(StepTask):
         # per member than chunks of 128)
         self.chunk = max(1, (1 << 20) // (self.N * self.N) + 1)
         # an RBF model's objective and gradient in closed form (no autograd graph); its
-        # chunks are smaller: about 260,000 entries (27 members of N = 100) ran 1.5x
-        # faster per member than chunks of 105 (five N x N arrays per member)
+        # chunks are smaller, about 260,000 entries (27 members of N = 100): on the shared
+        # 2-core machine they took 0.8 ms per member against 1.2-1.4 ms for chunks of 105
+        # in one measurement, the same in another (docs/results/batched_gps.md)
         self.closed_form = model.closed_form_gradient
         if self.closed_form:
             self.chunk = max(1, (1 << 18) // (self.N * self.N) + 1)
