@@ -117,8 +117,7 @@ def write(res: dict) -> None:
         "The first row is `SingleTaskGP` against itself with round-off-sized changes of the "
         "targets: L-BFGS-B stops at a relative reduction of 2e-9, so where the MAP "
         "objective is flat in some direction its stopping point moves with the last bits "
-        "of the data. A fit that agrees with `SingleTaskGP` as well as that is as "
-        "close as the comparison can show.",
+        "of the data; the other rows are to be read against it.",
         "",
     ]
     with open(os.path.join(RESULTS, "bo_fit_agreement.md"), "w") as fh:
