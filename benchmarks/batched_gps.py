@@ -10,8 +10,9 @@ Data: member b is a draw of ``lg.datasets.gp_draws`` (seed b) with its own lengt
 optimum is its own.
 
 Timed: the batched fit (the whole call: validation, initialisation, training, once), and
-the loop over the first ``--loop`` members (each fit a whole call), whose mean time per
-fit times B is the loop's time for all members (extrapolated: the loop over every member
+the loop over the first ``--loop`` members (each fit a whole call; half of them before the
+batched fit, half after it), whose mean time per fit times B is the loop's time for all
+members (extrapolated: the loop over every member
 takes about as long again as the rest of the benchmark, and each fit is independent of
 the others).  Both single-threaded, in the same process.
 
@@ -57,6 +58,46 @@ def make_data(B: int, N: int, D: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.as_tensor(X), torch.as_tensor(y)
 
 
+def evaluation_cost(X: torch.Tensor, y: torch.Tensor, members: int = 210,
+                    repeats: int = 5) -> dict:
+    """Milliseconds per member of one evaluation (objective and gradient) of the batched
+    L-BFGS at the members' starting points: by autograd (the general path, chunks of 105)
+    and in closed form (chunks of 105 and the default 27), and of its two factorisations
+    alone (``cholesky_ex`` and ``cholesky_inverse`` of the same matrices)."""
+    from latentgp.training import BatchedLBFGSTask
+    from latentgp.training.tasks import FitOptions
+
+    X, y = X[:members], y[:members]
+    model = lg.BatchedExactGP().initialize(X, y)
+    opts = FitOptions(batch_size=X.shape[1], batch_size_given=False, epochs=None,
+                      max_steps=None, lr=1.0, optimizer="lbfgs", optimizer_kwargs=None,
+                      seed=None, tol=None, checkpoint=None, resume=False,
+                      process_group=None, defaults={})
+    task = BatchedLBFGSTask(model, X, model.y_train, opts)
+    x0, idx = task.flat(), torch.arange(members)
+
+    def per_member(fn) -> float:
+        fn()
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        return 1e3 * (time.perf_counter() - t0) / repeats / members
+
+    out = {}
+    for name, closed, chunk in [("autograd, chunks of 105", False, 105),
+                                ("closed form, chunks of 105", True, 105),
+                                (f"closed form, chunks of {task.chunk}", True, task.chunk)]:
+        task.closed_form, task.chunk = closed, chunk
+        out[name] = per_member(lambda: task.evaluate(x0, idx))
+    with torch.no_grad():
+        K = model.kernel(X, X) + torch.diag_embed(
+            model.likelihood.variance[:, None].expand(members, X.shape[1]))
+    L = torch.linalg.cholesky(K)
+    out["cholesky_ex alone"] = per_member(lambda: torch.linalg.cholesky_ex(K))
+    out["cholesky_inverse alone"] = per_member(lambda: torch.cholesky_inverse(L))
+    return out
+
+
 def hyper(m, b=None):
     k, lik = m.kernel, m.likelihood
     pick = (lambda t: t[b]) if b is not None else (lambda t: t)
@@ -71,16 +112,26 @@ def run(B: int, N: int, D: int, loop: int, device: str) -> dict:
     X, y = make_data(B, N, D)
     X, y = X.to(device), y.to(device)
     lg.ExactGP(device=device).fit(X[0], y[0])  # warm-up (imports, first-call allocations)
+    singles, times = [], []
+
+    def single_fits(members: range) -> None:
+        for b in members:
+            t0 = time.perf_counter()
+            s = lg.ExactGP(device=device).fit(X[b], y[b])
+            times.append(time.perf_counter() - t0)
+            singles.append(s)
+
+    # half of the looped fits before the batched fit and half after it, so that a change
+    # of the shared machine's load during the run weighs on both sides alike
+    load_before = os.getloadavg()
+    single_fits(range(loop // 2))
     t0 = time.perf_counter()
     model = lg.BatchedExactGP(device=device).fit(X, y)
     t_batched = time.perf_counter() - t0
+    single_fits(range(loop // 2, loop))
+    load_after = os.getloadavg()
+    cost = evaluation_cost(X, y)
     lml_b = model.log_marginal_likelihood()
-    singles, times = [], []
-    for b in range(loop):
-        t0 = time.perf_counter()
-        s = lg.ExactGP(device=device).fit(X[b], y[b])
-        times.append(time.perf_counter() - t0)
-        singles.append(s)
     lml_s = np.array([s.log_marginal_likelihood() for s in singles])
     d = lml_b[:loop] - lml_s
     rel = [float(np.max(np.abs(hyper(model, b) - hyper(s)) / np.abs(hyper(s))))
@@ -104,9 +155,15 @@ def run(B: int, N: int, D: int, loop: int, device: str) -> dict:
         "members_lml_within_1e-2": int(np.sum(np.abs(d) < 1e-2)),
         "hyper_rel_diff_median": float(np.median(rel)),
         "hyper_rel_diff_max": float(np.max(rel)),
+        "load_average_1_5_15_min_before_after": [list(load_before), list(load_after)],
+        "evaluation_ms_per_member": cost,
         "torch_threads": torch.get_num_threads(),
         "device": device,
     }
+
+
+def fmt_load(avg: list) -> str:
+    return " / ".join(f"{a:.2f}" for a in avg)
 
 
 def write(res: dict) -> None:
@@ -142,6 +199,15 @@ def write(res: dict) -> None:
         f"{1e3 * r['loop_seconds_per_fit_min_max'][1]:.0f}) |",
         "",
         f"**Speed-up: {r['speedup']:.1f}x** (target: 20x).",
+        "",
+        "Load of the shared machine (`os.getloadavg()`, 1/5/15 min) before the first "
+        f"timed fit: {fmt_load(r['load_average_1_5_15_min_before_after'][0])}; after the "
+        f"last: {fmt_load(r['load_average_1_5_15_min_before_after'][1])}.  Half of the "
+        "looped fits ran before the batched fit and half after it.",
+        "",
+        "One evaluation of the batched L-BFGS (objective and gradient of 210 members at "
+        "their starting points, measured after the fits), milliseconds per member: "
+        + "; ".join(f"{k} {v:.3f}" for k, v in r["evaluation_ms_per_member"].items()) + ".",
         "",
         f"Batched fit: {r['batched_steps']} iterations, {r['batched_stopped']}; "
         + "; ".join(r["batched_events"]) + ". Single fits: median "

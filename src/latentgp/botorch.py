@@ -54,6 +54,7 @@ try:
     from botorch.models.model import FantasizeMixin, Model
     from botorch.posteriors.gpytorch import GPyTorchPosterior
     from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
+    from gpytorch.priors import LogNormalPrior as GPyTorchLogNormal
     from linear_operator import to_linear_operator
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -65,15 +66,79 @@ from .likelihoods import Gaussian, ScaleModulatedGaussian
 from .linalg import cholesky, solve_lower
 from .mixtures import mixture_joint_moments
 from .models import SAVIGP, SVGP, BatchedExactGP, ExactGP, GPModel, SparseGP
+from .models.hyperpriors import Hyperparameter, hyperparameter_names
 from .models.modulated.base import MixturePredictive
 from .priors import LogNormal
 from .variational import cached_conditional
 
-__all__ = ["ConditionedModel", "LatentGPModel", "default_model"]
+__all__ = ["ConditionedModel", "LatentGPModel", "default_model", "fit_map_lbfgsb"]
 
 #: noise floor and smallest lengthscale of :func:`default_model` (BoTorch 0.18's
 #: ``MIN_INFERRED_NOISE_LEVEL`` and its lengthscale constraint)
 MIN_NOISE, MIN_LENGTHSCALE = 1e-4, 0.025
+
+
+def fit_map_lbfgsb(model: ExactGP, X: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
+    """Fit ``model``'s trainable hyperparameters as BoTorch's ``fit_gpytorch_mll`` fits a
+    ``SingleTaskGP`` (its first attempt): scipy's L-BFGS-B with its default options on the
+    hyperparameters' *values* (lengthscales, noise variance, constant mean: BoTorch's
+    constraints on a ``SingleTaskGP`` have no transform, so its optimiser sees values,
+    not softplus raw parameters), within the model's bounds, minimising
+    ``-(log p(y) + log prior) / N`` (the standardised targets' evidence, as BoTorch's
+    ``ExactMarginalLogLikelihood``), from the model's current values.
+
+    ``X`` ``(N, D)``, ``y`` ``(N,)`` in the targets' units; the model must be initialised
+    on them (:meth:`~latentgp.models.base.GPModel.initialize`).  Returns scipy's
+    ``success``, ``status``, ``message``, ``nit``, ``nfev`` and the final objective
+    ``fun``.  A run that stops abnormally (``success`` False) keeps its last point;
+    BoTorch would warn and restart from hyperparameters drawn from the priors.
+    """
+    from scipy.optimize import minimize
+
+    if not model.built:
+        raise ValueError("fit_map_lbfgsb needs a model initialised on the data "
+                         "(model.initialize(X, y))")
+    ys = model.scale_targets(y)
+    N = X.shape[0]
+    hypers = [Hyperparameter(model, n) for n in hyperparameter_names(model)]
+    hypers = [h for h in hypers if h.raw.requires_grad]
+    raws = {id(h.raw) for h in hypers}
+    plain = [p for p in model.parameters() if p.requires_grad and id(p) not in raws]
+    values = [h.value().detach().reshape(-1) for h in hypers] + [p.detach().reshape(-1)
+                                                                 for p in plain]
+    sizes = [v.numel() for v in values]
+    bounds: list[tuple[float | None, float | None]] = []
+    for h in hypers:  # one (lower, upper) pair per entry, None for an open side
+        lo, hi = model.bounds.get(h.name, (-math.inf, math.inf))
+        pair = (lo if math.isfinite(lo) else None, hi if math.isfinite(hi) else None)
+        bounds += [pair] * h.value().numel()
+    bounds += [(None, None)] * sum(p.numel() for p in plain)
+    x0 = torch.cat(values).cpu().numpy()
+
+    def assign(x) -> None:
+        parts = torch.as_tensor(x, dtype=model.dtype_, device=model.device_).split(sizes)
+        with torch.no_grad():
+            for h, v in zip(hypers, parts, strict=False):  # the properties' own setters
+                setattr(h.module, h.prop, v.reshape(h.value().shape))
+            for p, v in zip(plain, parts[len(hypers):], strict=True):
+                p.copy_(v.reshape(p.shape))
+
+    def loss_and_grad(x):
+        assign(x)
+        loss = -(model.objective(X, ys, N) + model.log_prior()) / N
+        leaves = [h.raw for h in hypers] + plain
+        grads = list(torch.autograd.grad(loss, leaves))
+        for i, h in enumerate(hypers):  # d/dvalue = d/draw / (dvalue / draw), elementwise
+            (slope,) = torch.autograd.grad(h.value().sum(), h.raw)
+            grads[i] = grads[i] / slope
+        g = torch.cat([t.reshape(-1) for t in grads])
+        return float(loss.detach()), g.detach().cpu().numpy().astype("float64")
+
+    res = minimize(loss_and_grad, x0, jac=True, method="L-BFGS-B", bounds=bounds)
+    assign(res.x)
+    return {"success": bool(res.success), "status": int(res.status),
+            "message": str(res.message), "nit": int(res.nit), "nfev": int(res.nfev),
+            "fun": float(res.fun)}
 
 
 def default_model(
@@ -82,6 +147,7 @@ def default_model(
     *,
     mean: str = "constant",
     fit: bool = True,
+    fitter: str = "lbfgsb",
     **fit_options: Any,
 ) -> LatentGPModel:
     """An ExactGP for Bayesian optimisation, fitted to ``train_X`` ``(n, d)`` (inputs
@@ -95,10 +161,15 @@ def default_model(
     - ARD RBF kernel, lengthscale prior ``LogNormal(sqrt(2) + log(d) / 2, sqrt(3))``
       (dimension-scaled, so that in 6-D the few points of a BO run do not drive the
       lengthscales to 0 or to 10^4), lengthscales at least 0.025, starting at the
-      prior's mode;
+      prior's mode (as BoTorch computes it, in float32);
     - noise prior ``LogNormal(-4, 1)``, noise at least 1e-4 (standardised units),
-      starting at the prior's mode;
-    - MAP by latentgp's L-BFGS (``fit_options`` go to ``ExactGP.fit``).
+      starting at the prior's mode (likewise);
+    - MAP fitted as BoTorch fits it (``fitter="lbfgsb"``, :func:`fit_map_lbfgsb`: scipy's
+      L-BFGS-B on the hyperparameters' values from the same starting point), so that on
+      the same data both fits take the same path to the same local optimum of the MAP
+      objective; ``fitter="latentgp"`` fits by ``ExactGP.fit(**fit_options)`` instead
+      (latentgp's L-BFGS on the softplus raw parameters, which can stop in a different
+      local optimum).  The scipy fit's report is ``model.wrapped.map_fit_``.
 
     ``mean="zero"`` keeps the prior mean at the targets' mean instead (ExactGP's general
     default; on Hartmann-6 it costs BO a factor of several in regret, see the benchmark).
@@ -115,13 +186,25 @@ def default_model(
             f"train_Y must be (n, 1) or (n,) with n = {train_X.shape[0]}, got shape "
             f"{tuple(train_Y.shape)}"
         )
+    if fitter not in ("lbfgsb", "latentgp"):
+        raise ValueError(f"fitter must be 'lbfgsb' or 'latentgp', got {fitter!r}")
+    if fit_options and fitter != "latentgp":
+        raise ValueError(f"fit options {sorted(fit_options)} go to ExactGP.fit: they need "
+                         "fitter='latentgp'")
     d = train_X.shape[1]
     loc, scale = math.sqrt(2.0) + 0.5 * math.log(d), math.sqrt(3.0)
-    ls_prior, noise_prior = LogNormal(loc, scale), LogNormal(-4.0, 1.0)
+    # BoTorch's priors are gpytorch's, whose parameters are float32 tensors: the same
+    # rounded parameters here, and their modes computed as BoTorch computes its starting
+    # values (the lengthscale's differs from exp(loc - scale^2) by 5e-8, enough to set
+    # the two fits on different paths)
+    ls_g, noise_g = GPyTorchLogNormal(loc, scale), GPyTorchLogNormal(-4.0, 1.0)
+    ls_prior = LogNormal(float(ls_g.loc), float(ls_g.scale))
+    noise_prior = LogNormal(float(noise_g.loc), float(noise_g.scale))
+    ls0, noise0 = float(ls_g.mode), float(noise_g.mode)
     model = ExactGP(
-        RBF(lengthscale=math.exp(loc - scale**2)),  # the prior's mode
+        RBF(lengthscale=ls0),
         mean=mean,
-        noise_variance=math.exp(-4.0 - 1.0),
+        noise_variance=noise0,
         dtype=train_X.dtype if train_X.dtype.is_floating_point else None,
         device=train_X.device,
     )
@@ -131,7 +214,9 @@ def default_model(
     model.set_bounds("likelihood.variance", lower=MIN_NOISE)
     model.initialize(train_X, y)
     model.kernel.raw_variance.requires_grad_(False)  # the signal variance stays 1
-    if fit:
+    if fit and fitter == "lbfgsb":
+        model.map_fit_ = fit_map_lbfgsb(model, train_X, y)
+    elif fit:
         model.fit(train_X, y, **fit_options)
     return LatentGPModel(model)
 

@@ -20,6 +20,13 @@ def softplus(raw: torch.Tensor, lower: float = 0.0) -> torch.Tensor:
     return F.softplus(raw) + lower
 
 
+def softplus_slope(raw: torch.Tensor) -> torch.Tensor:
+    """``d softplus(raw) / d raw`` as torch's ``F.softplus`` differentiates it (the
+    logistic function; exactly 1 above its linear threshold 20), for gradients written
+    in closed form."""
+    return torch.where(raw > 20.0, torch.ones_like(raw), torch.sigmoid(raw))
+
+
 def inv_softplus(value: torch.Tensor | float, lower: float = 0.0) -> torch.Tensor:
     """Inverse of :func:`softplus`, stable for large and small values."""
     v = torch.as_tensor(value, dtype=torch.float64) - lower

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import latentgp as lg
+from latentgp.linalg import JitterWarning
 from latentgp.training import BatchedLBFGS
 
 
@@ -135,3 +136,78 @@ def test_bad_shapes_are_refused_at_the_boundary():
         lg.BatchedExactGP(kernel="linear")
     with pytest.raises(ValueError, match="optimizer='adam' is not supported"):
         lg.BatchedExactGP().fit(X, y, optimizer="adam")
+
+
+def _autograd_value_and_grad(m, state, X, y):
+    """member_log_marginal by autograd through the kernel (the general path)."""
+    names = list(lg.BatchedExactGP.CLOSED_FORM_PARAMETERS)
+    leaves = {n: state[n].detach().clone().requires_grad_() for n in names}
+    value = torch.func.functional_call(m, {**state, **leaves}, (X, y))
+    grads = torch.autograd.grad(value.sum(), [leaves[n] for n in names])
+    return value.detach(), dict(zip(names, grads, strict=True))
+
+
+@pytest.mark.parametrize("ard", [True, False])
+def test_closed_form_gradient_equals_autograd_and_finite_differences(ard):
+    X, y = _members(B=4, N=30)
+    m = lg.BatchedExactGP(kernel=lg.kernels.RBF(ard=ard)).initialize(X, y)
+    assert m.closed_form_gradient
+    ys = m.y_train
+    g = torch.Generator().manual_seed(1)
+    state = {n: t.detach().clone() for n, t in m.member_state().items()}
+    for n in lg.BatchedExactGP.CLOSED_FORM_PARAMETERS:  # away from the initial values
+        state[n] = state[n] + 0.5 * torch.randn(state[n].shape, generator=g,
+                                                dtype=torch.float64)
+    value, grads = m.member_log_marginal_and_grad(state, X, ys)
+    ref_value, ref_grads = _autograd_value_and_grad(m, state, X, ys)
+    torch.testing.assert_close(value, ref_value, rtol=1e-12, atol=1e-10)
+    for n, gr in grads.items():
+        assert gr.shape == state[n].shape
+        torch.testing.assert_close(gr, ref_grads[n], rtol=1e-8, atol=1e-9)
+    # central differences, one coordinate of every parameter (an independent check)
+    eps = 1e-5
+    for n in lg.BatchedExactGP.CLOSED_FORM_PARAMETERS:
+        flat = state[n].reshape(state[n].shape[0], -1)
+        for j in range(flat.shape[1]):
+            plus, minus = dict(state), dict(state)
+            plus[n] = (flat + eps * torch.nn.functional.one_hot(
+                torch.tensor(j), flat.shape[1])).reshape(state[n].shape)
+            minus[n] = (flat - eps * torch.nn.functional.one_hot(
+                torch.tensor(j), flat.shape[1])).reshape(state[n].shape)
+            fd = (m.member_log_marginal_and_grad(plus, X, ys)[0]
+                  - m.member_log_marginal_and_grad(minus, X, ys)[0]) / (2 * eps)
+            torch.testing.assert_close(grads[n].reshape(flat.shape)[:, j], fd,
+                                       rtol=1e-5, atol=1e-6)
+
+
+def test_closed_form_fails_only_the_members_whose_matrix_fails():
+    X, y = _members(B=3, N=20)
+    X[1, 10:] = X[1, :10]  # member 1: duplicated inputs and (below) no noise
+    m = lg.BatchedExactGP(likelihood=lg.likelihoods.Gaussian(min_variance=0.0))
+    m.initialize(X, y)
+    state = {n: t.detach().clone() for n, t in m.member_state().items()}
+    state["likelihood.raw_variance"][1] = -60.0  # noise 1e-26: K singular to round-off
+    state["kernel.raw_lengthscale"][1] = 5.0
+    state["kernel.raw_variance"][2] = float("nan")
+    with pytest.warns(JitterWarning):
+        value, grads = m.member_log_marginal_and_grad(state, X, m.y_train)
+    assert torch.isnan(value[2]) and torch.isfinite(value[:2]).all()
+    assert m.last_jitter > 0  # member 1 needed the library's jitter ...
+    one = {n: t[1:2] for n, t in state.items()}
+    with pytest.warns(JitterWarning):
+        alone, _ = m.member_log_marginal_and_grad(one, X[1:2], m.y_train[1:2])
+    torch.testing.assert_close(value[1:2], alone, rtol=1e-12, atol=0)  # ... on its own
+    first = {n: t[:1] for n, t in state.items()}
+    v0, g0 = m.member_log_marginal_and_grad(first, X[:1], m.y_train[:1])
+    torch.testing.assert_close(value[:1], v0, rtol=0, atol=0)  # member 0 untouched
+    torch.testing.assert_close(grads["kernel.raw_lengthscale"][:1],
+                               g0["kernel.raw_lengthscale"], rtol=0, atol=0)
+
+
+def test_closed_form_is_used_for_the_rbf_only():
+    X, y = _members(B=2, N=10)
+    assert lg.BatchedExactGP().initialize(X, y).closed_form_gradient
+    m = lg.BatchedExactGP(kernel="matern52").initialize(X, y)
+    assert not m.closed_form_gradient
+    with pytest.raises(ValueError, match="closed_form_gradient is False"):
+        m.member_log_marginal_and_grad(m.member_state(), X, m.y_train)

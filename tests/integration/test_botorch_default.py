@@ -144,3 +144,79 @@ def test_default_model_refuses_bad_input():
         default_model(X.numpy(), Y)
     with pytest.raises(ValueError, match="unknown mean"):
         default_model(X, Y, mean="quadratic")
+
+
+def _singletaskgp_fit(X, Y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st = SingleTaskGP(X, Y)
+        mll = ExactMarginalLogLikelihood(st.likelihood, st)
+        fit_gpytorch_mll(mll)
+    mll.train()
+    with torch.no_grad():
+        loss = -float(mll(st(*st.train_inputs), st.train_targets))
+    st.eval()
+    return st, loss
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3])
+def test_default_model_is_singletaskgp_on_the_same_data(seed):
+    """The same model, priors, starting values and optimiser as SingleTaskGP +
+    fit_gpytorch_mll: the same MAP objective at the start, and after the fit the same
+    hyperparameters and posterior to the optimisers' tolerance (L-BFGS-B stops at a
+    relative reduction of 2e-9; the remaining differences are flat directions)."""
+    X, Y = _hartmann(20 + 3 * seed, seed=seed)
+    st, st_loss = _singletaskgp_fit(X, Y)
+    start = default_model(X, Y, fit=False).wrapped
+    fresh = SingleTaskGP(X, Y)
+    torch.testing.assert_close(start.kernel.lengthscale.detach(),
+                               fresh.covar_module.lengthscale.detach()[0], rtol=1e-14, atol=0)
+    assert float(start.likelihood.variance.detach()) == pytest.approx(
+        float(fresh.likelihood.noise.detach()), rel=1e-12)
+    ours = default_model(X, Y).wrapped
+    report = ours.map_fit_
+    assert report["success"], report
+    # the MAP objective of latentgp's model (its own evidence and priors) at its optimum is
+    # gpytorch's at SingleTaskGP's, to the optimisers' tolerance
+    assert report["fun"] == pytest.approx(st_loss, abs=2e-4)
+    torch.testing.assert_close(ours.kernel.lengthscale.detach(),
+                               st.covar_module.lengthscale.detach()[0], rtol=1e-2, atol=0)
+    assert float(ours.likelihood.variance.detach()) == pytest.approx(
+        float(st.likelihood.noise.detach()), rel=1e-2)
+    Xt = torch.rand(50, 6, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    a = LatentGPModel(ours).posterior(Xt)
+    with torch.no_grad():
+        b = st.posterior(Xt)
+    scale = float(Y.std())
+    assert float((a.mean - b.mean).abs().max()) < 1e-2 * scale
+    assert float((a.variance.sqrt() - b.variance.sqrt()).abs().max()) < 1e-2 * scale
+
+
+def test_map_fit_keeps_the_bounds_and_reaches_a_stationary_point():
+    # a smooth noise-free function on many points: the noise goes to its floor (1e-4)
+    X = torch.rand(40, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    Y = torch.sin(3 * X[:, :1]) + X[:, 1:] ** 2
+    m = default_model(X, Y).wrapped
+    noise = float(m.likelihood.variance.detach())
+    assert noise >= 1e-4 * (1 - 1e-12) and noise == pytest.approx(1e-4, rel=1e-6)
+    assert bool((m.kernel.lengthscale >= 0.025).all())
+    # projected gradient of -(log p + log prior) / N in the values: zero but at the floor
+    ys = m.scale_targets(Y[:, 0])
+    c = m.mean_function.constant
+    with torch.enable_grad():
+        raw = m.kernel.raw_lengthscale
+        loss = -(m.objective(X, ys, 40) + m.log_prior()) / 40
+        g_raw, g_c = torch.autograd.grad(loss, [raw, c])
+        (slope,) = torch.autograd.grad(m.kernel.lengthscale.sum(), raw)
+    assert float((g_raw / slope).abs().max()) < 1e-4
+    assert float(g_c.abs().max()) < 1e-4
+
+
+def test_default_model_fitters():
+    X, Y = _hartmann(15)
+    with pytest.raises(ValueError, match="fitter must be"):
+        default_model(X, Y, fitter="adam")
+    with pytest.raises(ValueError, match="need fitter='latentgp'"):
+        default_model(X, Y, max_steps=3)
+    own = default_model(X, Y, fitter="latentgp", max_steps=3).wrapped
+    assert own.history_.steps == 3 and not hasattr(own, "map_fit_")

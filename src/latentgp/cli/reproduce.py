@@ -179,6 +179,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             quick_overwrites=False,
         ),
         Experiment(
+            "bo_fit_agreement",
+            "bo_fit_agreement.py",
+            "issue 28: default_model's fit against SingleTaskGP's on 30 Hartmann-6 sets "
+            "(needs latentgp[bo]; --quick: 3 sets, printed)",
+            ("docs/results/bo_fit_agreement.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
             "parity",
             "parity.py",
             "issue 25: LMC, negative binomial, ordinal and spectral mixture against GPflow "

@@ -23,7 +23,11 @@ still move.  :class:`BatchedLBFGS` runs B minimisations side by side instead:
   stops where it is; the history's events count these).  Converged members stop moving;
   the fit ends when every member has converged (or at the step ceiling).
 
-One step of the fit is one L-BFGS iteration of every member still moving.
+One step of the fit is one L-BFGS iteration of every member still moving.  The task
+evaluates the members in chunks (their ``N x N`` matrices kept small enough for the
+cache), an RBF model by its closed-form gradient
+(:meth:`~latentgp.models.BatchedExactGP.member_log_marginal_and_grad`), other kernels by
+autograd through ``torch.func.functional_call``.
 """
 
 from __future__ import annotations
@@ -213,18 +217,27 @@ class BatchedLBFGSTask(StepTask):
         # N x N matrices stay in cache (1000 members of N = 100 at once ran 3x slower
         # per member than chunks of 128)
         self.chunk = max(1, (1 << 20) // (self.N * self.N) + 1)
+        # an RBF model's objective and gradient in closed form (no autograd graph); its
+        # chunks are smaller, about 260,000 entries (27 members of N = 100): on the shared
+        # 2-core machine they took 0.8 ms per member against 1.2-1.4 ms for chunks of 105
+        # in one measurement, the same in another (docs/results/batched_gps.md)
+        self.closed_form = model.closed_form_gradient
+        if self.closed_form:
+            self.chunk = max(1, (1 << 18) // (self.N * self.N) + 1)
         kw = dict(opts.optimizer_kwargs or {})
         rule = opts.defaults.get("convergence") or {}
         if opts.tol is not None or "rtol" in rule:
             kw.setdefault("rtol", float(opts.tol if opts.tol is not None else rule["rtol"]))
         try:
-            self.opt = BatchedLBFGS(self._evaluate, self._flat(), lr=opts.lr, **kw)
+            self.opt = BatchedLBFGS(self.evaluate, self.flat(), lr=opts.lr, **kw)
         except TypeError as err:
             raise ValueError(f"optimizer_kwargs {kw} do not suit the batched L-BFGS: "
                              f"{err}") from None
         self._snapshot: Any = None
 
-    def _flat(self) -> torch.Tensor:
+    def flat(self) -> torch.Tensor:
+        """The members' trainable parameters, flattened after the member dimension
+        ``(B, P)`` (the optimiser's points)."""
         return torch.cat([p.detach().reshape(self.B, -1) for p in self.params], 1)
 
     def _set(self, x: torch.Tensor) -> None:
@@ -233,21 +246,33 @@ class BatchedLBFGSTask(StepTask):
                 p.copy_(part.reshape(p.shape))
             self.model.apply_bounds()
 
-    def _evaluate(self, x: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, x: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Objectives ``-log p(y_b) / N`` ``(b,)`` and gradients ``(b, P)`` of the members
-        ``idx`` at their points ``x`` ``(b, P)``, computed on those members only
-        (``torch.func.functional_call`` with the members' slices of every tensor)."""
+        ``idx`` at their points ``x`` ``(b, P)``, computed on those members only, in
+        chunks of :attr:`chunk` members: in closed form when :attr:`closed_form` (an RBF
+        model), else by autograd (``torch.func.functional_call`` with the members' slices
+        of every tensor).  The optimiser's ``evaluate``."""
         if self.bounded:  # evaluate where the bounds put the point (as the fit keeps it)
-            full = self._flat()
+            full = self.flat()
             full[idx] = x
             self._set(full)
-            x = self._flat()[idx]
+            x = self.flat()[idx]
         parts = [self._evaluate_chunk(x[i : i + self.chunk], idx[i : i + self.chunk])
                  for i in range(0, idx.numel(), self.chunk)]
         return torch.cat([f for f, _ in parts]), torch.cat([g for _, g in parts])
 
     def _evaluate_chunk(self, x: torch.Tensor, idx: torch.Tensor):
         b = idx.numel()
+        if self.closed_form:
+            parts = [part.reshape(b, *p.shape[1:])
+                     for p, part in zip(self.params, x.split(self.sizes, 1), strict=True)]
+            state = {**{n: t[idx] for n, t in self.fixed.items()},
+                     **dict(zip(self.names, parts, strict=True))}
+            with torch.no_grad():
+                value, grad = self.model.member_log_marginal_and_grad(
+                    state, self.X[idx], self.y[idx])
+            g = torch.cat([grad[n].reshape(b, -1) for n in self.names], 1)
+            return -value / self.N, g / -self.N
         leaves = [part.reshape(b, *p.shape[1:]).detach().requires_grad_()
                   for p, part in zip(self.params, x.split(self.sizes, 1), strict=True)]
         state = {**{n: t[idx] for n, t in self.fixed.items()},
