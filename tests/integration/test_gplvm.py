@@ -146,3 +146,20 @@ def test_bad_input_is_refused():
         model.kernel.variance = 2.0
     with pytest.raises(RuntimeError, match="changed since"):
         model.predict_f(np.zeros((3, 2)))
+
+
+def test_latent_plot_from_the_cli(tmp_path):
+    pytest.importorskip("matplotlib")
+    from latentgp import plotting
+    from latentgp.cli import main
+
+    t, Y = _data()
+    model = lg.BayesianGPLVM(2, num_inducing=6).fit(Y, max_steps=5, seed=0, progress=False)
+    model.save(tmp_path / "g.pt")
+    np.savetxt(tmp_path / "labels.txt", (t > 0).astype(int), fmt="%d")
+    out = tmp_path / "latent.png"
+    assert main(["plot", "--model-file", str(tmp_path / "g.pt"), "--labels",
+                 str(tmp_path / "labels.txt"), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="labels has 3 entries"):
+        plotting.plot_latent(model, [0, 1, 2])
