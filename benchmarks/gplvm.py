@@ -1,7 +1,8 @@
 """Bayesian GPLVM on digit images: 1-nearest-neighbour error in the latent space.
 
     .venv/bin/python benchmarks/gplvm.py [--datasets digits,usps] [--latent 2,5]
-        [--n 1000] [--inducing 50] [--no-gpflow] [--uncollapsed-steps 0]
+        [--n 1000] [--inducing 50] [--methods collapsed,gpflow,uncollapsed]
+        [--uncollapsed-steps 2000]
     .venv/bin/python benchmarks/gplvm.py --report      # docs/results/gplvm.md
 
 Data: scikit-learn's 8x8 digits (1,797 images, 10 classes) and the SAVIGP USPS 16x16
@@ -15,10 +16,12 @@ of the labels in that embedding (latent means for the GPLVMs).  Methods:
 - GPflow ``BayesianGPLVM`` from the same initial values (latent means and variances, Z,
   kernel, noise, scaled data) with its Scipy L-BFGS-B to convergence (at most 5,000
   iterations), in the peer venv /work/venvs/gpflow (benchmarks/gpflow_gplvm_runner.py);
-- optionally latentgp's uncollapsed bound (Adam, minibatches of 256) for a fixed budget.
+- latentgp's uncollapsed bound (Adam at lr 0.01, minibatches of 256) for a fixed budget
+  of ``--uncollapsed-steps`` (``--methods ...,uncollapsed``).
 
 Each run appends one provenance-stamped row per method to ``docs/results/gplvm.jsonl``
-and, for Q = 2, draws the embeddings to ``docs/results/gplvm_<dataset>.png``.
+and, for Q = 2 with more than PCA and one method, draws the embeddings to
+``docs/results/gplvm_<dataset>.png``.
 """
 
 from __future__ import annotations
@@ -82,7 +85,8 @@ def run_gpflow(init: lg.BayesianGPLVM, Y: np.ndarray) -> tuple[dict, np.ndarray]
         np.savez(
             src, Y=Ys, X_mean=mean, X_var=var, Z=init.Z.detach().numpy(),
             lengthscale=init.kernel.lengthscale.detach().numpy(),
-            variance=float(init.kernel.variance), noise=float(init.likelihood.variance),
+            variance=float(init.kernel.variance.detach()),
+            noise=float(init.likelihood.variance.detach()),
         )
         env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "OMP_NUM_THREADS": "1"}
         out = subprocess.run(
@@ -98,7 +102,7 @@ def bound_per_point(model: lg.BayesianGPLVM, N: int) -> float:
     return float(model.history_.objective[-1] + N * model.target_log_scale()) / N
 
 
-def run(name: str, Q: int, n: int, M: int, gpflow: bool, unc_steps: int) -> list[dict]:
+def run(name: str, Q: int, n: int, M: int, methods: set[str], unc_steps: int) -> list[dict]:
     Y, labels = load(name, n)
     N, P = Y.shape
     base = {"dataset": name, "N": N, "P": P, "Q": Q, "M": M}
@@ -108,27 +112,16 @@ def run(name: str, Q: int, n: int, M: int, gpflow: bool, unc_steps: int) -> list
     rows.append({**base, "method": "PCA", "nn_error": nn_error(Xp, labels),
                  "seconds": time.perf_counter() - t})
     embeddings["PCA"] = Xp
-    model = lg.BayesianGPLVM(Q, num_inducing=M)
-    t = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(Y, seed=0, progress=False)
-    seconds = time.perf_counter() - t
-    Xl = model.latent_posterior()[0]
-    rows.append({**base, "method": "latentgp BayesianGPLVM (collapsed)",
-                 "nn_error": nn_error(Xl, labels), "seconds": seconds,
-                 "steps": model.history_.steps, "stopped": model.history_.stopped,
-                 "bound_per_point": bound_per_point(model, N),
-                 "warnings": [str(w.message)[:200] for w in caught]})
-    embeddings["latentgp"] = Xl
-    if gpflow:
+    if "collapsed" in methods:
+        rows.append(run_collapsed(base, Y, labels, embeddings))
+    if "gpflow" in methods:
         init = lg.BayesianGPLVM(Q, num_inducing=M).initialize(Y, seed=0)
         info, Xg = run_gpflow(init, Y)
         rows.append({**base, "method": "GPflow BayesianGPLVM", "nn_error": nn_error(Xg, labels),
                      "seconds": info["seconds"], "steps": info["iterations"],
                      "stopped": info["message"], "bound_per_point": info["bound"] / N})
         embeddings["GPflow"] = Xg
-    if unc_steps:
+    if "uncollapsed" in methods:
         unc = lg.BayesianGPLVM(Q, num_inducing=M, bound="uncollapsed")
         t = time.perf_counter()
         unc.fit(Y, seed=0, progress=False, max_steps=unc_steps)
@@ -136,9 +129,27 @@ def run(name: str, Q: int, n: int, M: int, gpflow: bool, unc_steps: int) -> list
         Xu = unc.latent_posterior()[0]
         rows.append({**base, "method": "latentgp BayesianGPLVM (uncollapsed, Adam B=256)",
                      "nn_error": nn_error(Xu, labels), "seconds": seconds, "steps": unc_steps})
-    if Q == 2:
+        embeddings["latentgp uncollapsed"] = Xu
+    if Q == 2 and len(embeddings) > 2:
         plot(name, embeddings, labels)
     return rows
+
+
+def run_collapsed(base: dict, Y: np.ndarray, labels: np.ndarray, embeddings: dict) -> dict:
+    N, Q, M = base["N"], base["Q"], base["M"]
+    model = lg.BayesianGPLVM(Q, num_inducing=M)
+    t = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(Y, seed=0, progress=False)
+    seconds = time.perf_counter() - t
+    Xl = model.latent_posterior()[0]
+    embeddings["latentgp"] = Xl
+    return {**base, "method": "latentgp BayesianGPLVM (collapsed)",
+            "nn_error": nn_error(Xl, labels), "seconds": seconds,
+            "steps": model.history_.steps, "stopped": model.history_.stopped,
+            "bound_per_point": bound_per_point(model, N),
+            "warnings": [str(w.message)[:200] for w in caught]}
 
 
 def plot(name: str, embeddings: dict, labels: np.ndarray) -> None:
@@ -186,18 +197,21 @@ def main() -> None:
     ap.add_argument("--latent", default="2,5")
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--inducing", type=int, default=50)
-    ap.add_argument("--no-gpflow", action="store_true")
-    ap.add_argument("--uncollapsed-steps", type=int, default=0)
+    ap.add_argument("--methods", default="collapsed,gpflow",
+                    help="of collapsed, gpflow, uncollapsed (PCA always runs)")
+    ap.add_argument("--uncollapsed-steps", type=int, default=2000)
     ap.add_argument("--report", action="store_true")
     a = ap.parse_args()
     if a.report:
         report()
         return
-    gpflow = not a.no_gpflow and os.path.exists(GPFLOW_PY)
-    peers = {"gpflow": package_version("gpflow", GPFLOW_PY)} if gpflow else None
+    methods = set(a.methods.split(","))
+    if not os.path.exists(GPFLOW_PY):
+        methods.discard("gpflow")
+    peers = {"gpflow": package_version("gpflow", GPFLOW_PY)} if "gpflow" in methods else None
     for name in a.datasets.split(","):
         for Q in (int(q) for q in a.latent.split(",")):
-            for row in run(name, Q, a.n, a.inducing, gpflow, a.uncollapsed_steps):
+            for row in run(name, Q, a.n, a.inducing, methods, a.uncollapsed_steps):
                 stamp(row, peers=peers)
                 with open(ROWS, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
