@@ -81,3 +81,16 @@ def test_only_the_rbf_kernel_has_psi_statistics():
         rbf_psi_statistics(k, Z, mean, var)
     with pytest.raises(ValueError, match="mean and var"):
         rbf_psi_statistics(_kernel(), Z, mean, var[:, :1])
+
+
+def test_checkpointed_chunks_give_the_same_gradients():
+    k = _kernel()
+    mean, var, Z = _q(9)
+    grads = []
+    for rows in (None, 2):
+        m = mean.clone().requires_grad_(True)
+        v = var.clone().requires_grad_(True)
+        _, _, psi2 = rbf_psi_statistics(k, Z, m, v, chunk_rows=rows)
+        grads.append(torch.autograd.grad((psi2 * psi2).sum(), (m, v)))
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
