@@ -24,6 +24,7 @@ __all__ = [
     "plot_objective",
     "plot_metric_traces",
     "plot_inducing",
+    "plot_latent",
     "plot_calibration",
     "plot_reliability",
     "save_figure",
@@ -718,5 +719,65 @@ def plot_inducing(
         ax.set_ylabel(names[j])
     ax.set_title(title or "inducing inputs")
     ax.legend(loc="best", fontsize="small", framealpha=0.8)
+    save_figure(fig, path)
+    return fig
+
+
+def plot_latent(
+    model: Any,
+    labels: Any = None,
+    path: str | os.PathLike | None = None,
+    dims: tuple[int, int] | None = None,
+    ax: Any = None,
+    title: str | None = None,
+    figsize: tuple[float, float] = (6.0, 5.0),
+    dpi: float = 100,
+) -> Any:
+    """The latent space of a fitted :class:`~latentgp.BayesianGPLVM`: the means of q(X)
+    (coloured by ``labels`` ``(N,)`` when given, one colour per distinct label) and the
+    inducing inputs as crosses.
+
+    ``dims``: the two latent dimensions drawn; default the two with the shortest
+    lengthscales (the most relevant under ARD).  One latent dimension: the means against
+    the row number with +-2 sd bars.
+    """
+    mean, var = model.latent_posterior()
+    N, Q = mean.shape
+    codes, names = None, None
+    if labels is not None:
+        lab = np.asarray(labels).reshape(-1)
+        if lab.shape[0] != N:
+            raise ValueError(f"labels has {lab.shape[0]} entries; the model has {N} rows")
+        names, codes = np.unique(lab, return_inverse=True)
+    Z = _inducing_inputs(model, flat=False)
+    colour = {"c": "k"} if codes is None else {
+        "c": codes, "cmap": "tab10", "vmin": 0, "vmax": max(9, len(names) - 1)}
+    fig, ax = _figure(ax, figsize, dpi)
+    if Q == 1:
+        ax.errorbar(np.arange(N), mean[:, 0], yerr=2 * np.sqrt(var[:, 0]), fmt="none",
+                    ecolor="0.7", lw=0.6)
+        ax.scatter(np.arange(N), mean[:, 0], s=8, **colour)
+        ax.set_xlabel("row")
+        ax.set_ylabel("latent x1")
+    else:
+        if dims is None:
+            ls = model.kernel.lengthscale.detach().cpu().numpy().reshape(-1)
+            dims = tuple(int(d) for d in np.argsort(ls)[:2]) if ls.size == Q else (0, 1)
+        i, j = dims
+        if not (0 <= i < Q and 0 <= j < Q and i != j):
+            raise ValueError(f"dims must be two different dimensions in [0, {Q}), got {dims}")
+        sc = ax.scatter(mean[:, i], mean[:, j], s=8, alpha=0.8, **colour)
+        if Z is not None:
+            ax.scatter(Z[:, i], Z[:, j], marker="x", s=30, c="C3", linewidths=1.2,
+                       label=f"inducing inputs ({Z.shape[0]})")
+            ax.legend(loc="best", fontsize="small", framealpha=0.8)
+        if names is not None and len(names) <= 20:
+            handles = [ax.scatter([], [], s=12, color=sc.cmap(sc.norm(k))) for k in
+                       range(len(names))]
+            fig.legend(handles, [str(n) for n in names], loc="outside right upper",
+                       fontsize="small", title="label")
+        ax.set_xlabel(f"latent x{i + 1}")
+        ax.set_ylabel(f"latent x{j + 1}")
+    ax.set_title(title or f"latent space (N = {N}, Q = {Q})")
     save_figure(fig, path)
     return fig

@@ -13,6 +13,9 @@ Kinds (``--kind``):
   binary -- reliability diagram; multi-class -- reliability of the top-class probability.
   Needs ``--data`` (a registry dataset's test set, or the whole CSV file).
 * ``inducing``: inducing inputs over the data (first two input dimensions).
+* ``latent``: the latent space of a Bayesian GPLVM (the means of q(X), coloured by
+  ``--labels``, a text file of one label per row; :func:`latentgp.plotting.plot_latent`).
+  The default for a GPLVM.
 
 The default is ``predictive`` for models with one or two inputs when ``--data`` is given,
 ``calibration`` for more inputs, and ``objective`` without ``--data``.  Plots are drawn in
@@ -42,7 +45,7 @@ from latentgp.cli.modelfile import load_model_file
 if TYPE_CHECKING:
     import numpy as np
 
-KINDS = ("predictive", "objective", "metrics", "calibration", "inducing")
+KINDS = ("predictive", "objective", "metrics", "calibration", "inducing", "latent")
 
 #: Figure size in inches for each kind (and each case of ``predictive``).
 DEFAULT_INCHES = {
@@ -53,6 +56,7 @@ DEFAULT_INCHES = {
     "metrics": (3.6, 3.4),  # per metric panel in width
     "calibration": (5.0, 5.0),
     "inducing": (6.0, 5.0),
+    "latent": (7.0, 5.0),
 }
 
 EPILOG = """\
@@ -63,11 +67,13 @@ examples:
   latentgp plot --model-file m.pt --data boston --kind calibration --out calib.png
   latentgp plot --model-file m.pt --data pima --kind calibration --width 600 --height 600
   latentgp plot --model-file m.pt --data train.csv --kind inducing --dpi 150 --out z.pdf
+  latentgp plot --model-file gplvm.pt --labels labels.txt --out latent.png  # GPLVM
 
 Kinds: predictive (default with --data for 1 or 2 inputs), calibration (default with
 --data for more inputs; a reliability diagram for classifiers), objective (default
 without --data), metrics (test metrics recorded by 'latentgp fit --eval-every K'),
-inducing.  The file format follows the extension of --out (png, pdf, svg).
+inducing, latent (the default for a Bayesian GPLVM).  The file format follows the
+extension of --out (png, pdf, svg).
 """
 
 
@@ -143,6 +149,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
         "--dpi", type=positive_float, default=100.0, help="dots per inch (default 100)"
     )
     p.add_argument("--title", help="figure title")
+    p.add_argument(
+        "--labels", metavar="FILE",
+        help="--kind latent: a text file of one label per training row (colours the points)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=cmd_plot)
     return p
@@ -159,6 +169,8 @@ def load_plot_data(
 
 
 def _default_kind(model: Any, has_data: bool) -> str:
+    if hasattr(model, "latent_posterior"):
+        return "latent"
     if not has_data:
         return "objective"
     if model.input_dim <= 2 and (getattr(model, "output_dim", 1) or 1) == 1:
@@ -269,6 +281,8 @@ def _draw(
         )
     if kind == "calibration":
         return _calibration(view, data, task, args.title, figsize, dpi)
+    if kind == "latent":
+        return _latent(args, view.model, figsize)
     # inducing
     if view.Z is None:
         raise CLIError(
@@ -320,6 +334,28 @@ def cmd_plot(args: argparse.Namespace) -> int:
     else:
         out(f"wrote the {kind} plot ({width} x {height} px) to {args.out}")
     return EXIT_OK
+
+
+def _latent(args: argparse.Namespace, model: Any, figsize: tuple[float, float]) -> Any:
+    import numpy as np
+
+    from latentgp import plotting
+
+    if not hasattr(model, "latent_posterior"):
+        raise CLIError(
+            f"--kind latent draws a Bayesian GPLVM; {type(model).__name__} has no latent space"
+        )
+    labels = None
+    if args.labels is not None:
+        try:
+            labels = np.loadtxt(args.labels, dtype=str, ndmin=1)
+        except OSError as err:
+            raise CLIError(f"--labels {args.labels}: {err}") from None
+    try:
+        return plotting.plot_latent(model, labels, title=args.title, figsize=figsize,
+                                    dpi=args.dpi)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
 
 
 def _calibration(view: InputUnits, data: dict[str, Any], task: str, title: str | None,

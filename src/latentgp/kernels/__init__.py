@@ -1,7 +1,7 @@
 """Covariance functions.  ``kernel(X, Z)`` is ``(*batch, N, M)``; ``kernel.diag(X)`` is
 ``(*batch, N)``."""
 
-from . import nystrom
+from . import expectations, nystrom
 from .base import Active, Kernel, Product, Scale, Sum, kernel_from_config, kernel_from_name
 from .linear import Linear, Polynomial
 from .periodic import Periodic
@@ -33,6 +33,7 @@ __all__ = [
     "kernel_from_config",
     "scaled_sqdist",
     "nystrom",
+    "expectations",
     "Active",
     "Polynomial",
     "RationalQuadratic",

@@ -5,6 +5,7 @@ from .batched import BatchedExactGP
 from .deep import DeepGP
 from .exact import ExactGP
 from .gfitc import GFITC
+from .gplvm import BayesianGPLVM
 from .modulated import SHGP, SLGP, SMGP, SVHGP
 from .qsgp import QSGP
 from .savigp import SAVIGP
@@ -14,7 +15,8 @@ from .sparse import SparseGP
 from .svgp import SVGP
 
 __all__ = [
-    "GPModel", "load", "MODEL_REGISTRY", "DeepGP", "ExactGP", "BatchedExactGP", "SparseGP",
+    "GPModel", "load", "MODEL_REGISTRY", "BayesianGPLVM", "DeepGP", "ExactGP", "BatchedExactGP",
+    "SparseGP",
     "SVGP", "SAVIGP", "SEP",
     "GFITC", "QSGP", "SHGP", "SMGP", "SLGP", "SVHGP", "read_model_file",
 ]

@@ -194,6 +194,9 @@ class GPModel(HyperpriorMixin, nn.Module):
     supports_minibatch = True
     #: whether the model's prior takes a mean function (``mean=``)
     supports_mean = True
+    #: whether the fit's ``X`` are points the model predicts at (the end-of-fit checks
+    #: predict there); False for the GPLVM, whose fit inputs are row numbers
+    predicts_at_training_inputs = True
 
     def __init__(
         self,

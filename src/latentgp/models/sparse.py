@@ -75,6 +75,31 @@ def _method_name(method: Any) -> str:
     return key
 
 
+def low_rank_evidence(
+    S: torch.Tensor,
+    b: torch.Tensor,
+    sum_log_lam: torch.Tensor,
+    y_lam_y: torch.Tensor,
+    *,
+    num_data: int,
+) -> torch.Tensor:
+    """``sum_p log N(y_p | 0, A^T A + diag(Lam))`` from the data sums of the module
+    docstring: ``S = A Lam^-1 A^T`` ``(M, M)``, ``b = A Lam^-1 Y`` ``(M, P)``, the scalars
+    ``sum log Lam`` and ``sum_np Y_np^2 / Lam_n``, for ``num_data`` rows.
+
+    The one closed form behind every collapsed Gaussian bound: SparseGP's methods (VFE
+    subtracts its trace term) and the Bayesian GPLVM, whose ``S`` and ``b`` are the
+    whitened psi statistics.
+    """
+    M, P = b.shape
+    B = torch.eye(M, dtype=S.dtype, device=S.device) + S
+    LB, _ = cholesky(B, "I + A Lam^-1 A^T", jitter=0.0)
+    c = solve_lower(LB, b)
+    logdet_half = LB.diagonal().log().sum()
+    out = -0.5 * (num_data * P * LOG_2PI + P * sum_log_lam + y_lam_y - c.square().sum())
+    return out - P * logdet_half
+
+
 @register_model
 class SparseGP(InducingInputs, GPModel):
     """Sparse GP regression (Gaussian likelihood): SoR, DTC, FITC or VFE.
@@ -247,14 +272,9 @@ class SparseGP(InducingInputs, GPModel):
 
     def _evidence(self, S, b, sum_log_lam, y_lam_y, trace, N: int) -> torch.Tensor:
         """The method's objective from the data sums (scaled-target units)."""
-        M, P = b.shape
-        B = torch.eye(M, dtype=S.dtype, device=S.device) + S
-        LB, _ = cholesky(B, "I + A Lam^-1 A^T", jitter=0.0)
-        c = solve_lower(LB, b)
-        logdet_half = LB.diagonal().log().sum()
-        out = -0.5 * (N * P * LOG_2PI + P * sum_log_lam + y_lam_y - c.square().sum())
-        out = out - P * logdet_half
+        out = low_rank_evidence(S, b, sum_log_lam, y_lam_y, num_data=N)
         if self.method == "vfe":
+            P = b.shape[1]
             out = out - P * trace / (2.0 * self.likelihood.variance)
         return out
 

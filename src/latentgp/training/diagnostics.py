@@ -188,5 +188,6 @@ def diagnose_fit(model: Any, data: Any, history: Any) -> list[str]:
     if history.steps < MIN_STEPS and not history.stopped.startswith("converged"):
         return []
     findings = _lengthscale_findings(model)
-    findings += _prediction_findings(model, data, history.objective)
+    if getattr(model, "predicts_at_training_inputs", True):
+        findings += _prediction_findings(model, data, history.objective)
     return findings
