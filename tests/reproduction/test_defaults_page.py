@@ -60,7 +60,7 @@ def test_page_table_is_rendered_from_the_json(bench):
 
 
 class _History:
-    steps, reason = 7, "converged"
+    steps, reason, optimizer = 7, "converged", "adam"
 
 
 class _Fake:
@@ -69,7 +69,7 @@ class _Fake:
     def fit_defaults(self, N):
         return {"optimizer": "adam", "lr": 0.1}
 
-    def fit(self, X, y, *, seed, progress, max_steps=None, lr=None):
+    def fit(self, X, y, *, seed, progress, max_steps=None, lr=None, optimizer=None):
         if lr == 0.1 and max_steps not in (None, 1):
             raise FloatingPointError("non-finite evidence")
         self.lr, self.history_ = lr, _History()
@@ -86,7 +86,8 @@ def test_a_failed_tuned_attempt_is_recorded_and_the_finished_one_kept(bench, mon
     failed = [a for a in row["tuned_all"] if "error" in a]
     assert [a["options"]["lr"] for a in failed] == [0.1]
     assert failed[0]["error"].startswith("FloatingPointError")
-    assert row["tuned"]["options"] == {"max_steps": 100, "lr": 0.05}
+    # tuned with the optimiser the default ran, named
+    assert row["tuned"]["options"] == {"max_steps": 100, "lr": 0.05, "optimizer": "adam"}
     assert row["gap"] == pytest.approx(0.1)
     assert "FloatingPointError" in bench.notes([row])
     assert "| fake |" in bench.table([row])
