@@ -236,8 +236,8 @@ def write(rows: list[dict[str, Any]], out: str, parts: list | None = None) -> No
 
 
 #: how the rows of the page were measured (edit with each merge)
-RUN_STORY = """This page joins partial runs (the provenance of each is in the JSON's `parts`; the commit
-and time of each row are listed under the table). The diabetes rows of ExactGP, VFE and
+RUN_STORY = """This page joins partial runs (the provenance of each is in the JSON's
+`parts`; the commit and time of each row are listed under the table). The diabetes rows of ExactGP, VFE and
 QSGP were measured in session 13 (commit 72b2222) under the previous convergence rule
 (fixed 50-step windows; the deterministic L-BFGS rule of ExactGP and VFE has not changed
 since, except ExactGP's tolerance, now 1e-9). The other rows of the first seven sets were
