@@ -237,19 +237,19 @@ def write(rows: list[dict[str, Any]], out: str, parts: list | None = None) -> No
 
 #: how the rows of the page were measured (edit with each merge)
 RUN_STORY = """This page joins partial runs (the provenance of each is in the JSON's
-`parts`; the commit and time of each row are listed under the table). The diabetes rows of ExactGP, VFE and
-QSGP were measured in session 13 (commit 72b2222) under the previous convergence rule
-(fixed 50-step windows; the deterministic L-BFGS rule of ExactGP and VFE has not changed
-since, except ExactGP's tolerance, now 1e-9). The other rows of the first seven sets were
-measured in session 14 at commit f2937cd, after minibatch windows began to grow with the
-run (a fifth of the steps so far, with a proportional tolerance). Session 15 added digits
-(commit 06b8790), the SEP and SAVIGP rows of breast_cancer and the SVGP row of diamonds
-(commit 0b969d6, which records failed fits; the training code is that of 06b8790); two of
-these ran side by side for parts of their runs. Later in session 15 the rows of SVGP, SHGP
-and SVHGP on up to 1,024 rows (diabetes SVGP, breast_cancer SVGP, quine, mcycle SHGP and
-SVHGP) were measured again at commit 3d6bddf, after their default became full-batch L-BFGS
-(they replace the Adam rows of session 14); GFITC and SMGP were added (training code of
-06b8790 at commit a49db46; neither is affected by that change); and breast_cancer's SEP
+`parts`; the commit and time of each row are listed under the table). The diabetes rows of
+ExactGP, VFE and QSGP were measured in session 13 (commit 72b2222) under the previous
+convergence rule (fixed 50-step windows; the deterministic L-BFGS rule of ExactGP and VFE
+has not changed since, except ExactGP's tolerance, now 1e-9). The other rows of the first
+seven sets were measured in session 14 at commit f2937cd, after minibatch windows began to
+grow with the run (a fifth of the steps so far, with a proportional tolerance). Session 15
+added digits (commit 06b8790), the SEP and SAVIGP rows of breast_cancer and the SVGP row of
+diamonds (commit 0b969d6, which records failed fits; the training code is that of 06b8790);
+two of these ran side by side for parts of their runs. Later in session 15 the rows of SVGP,
+SHGP and SVHGP on up to 1,024 rows (diabetes SVGP, breast_cancer SVGP, quine, mcycle SHGP
+and SVHGP) were measured again at commit 3d6bddf, after their default became full-batch
+L-BFGS (they replace the Adam rows of session 14); GFITC and SMGP were added (training code
+of 06b8790 at commit a49db46; neither is affected by that change); and breast_cancer's SEP
 row was measured at commit 26ea00a, after issue 23 changed SEP's hyperparameter step (log
 coordinates, each step checked against the EP energy). Every run shared the 2 cores with
 other work (load average 5 to 13 in session 14, 6 to 12 in session 15, where the digits
