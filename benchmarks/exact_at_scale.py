@@ -272,7 +272,14 @@ def main() -> None:
                     help="preconditioner rank x probes of the spread study, comma-separated")
     ap.add_argument("--render", action="store_true",
                     help="rewrite the .md page from the stored .json without running")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 1,000 rows, hyperparameters from 300 rows in 5 steps; "
+                    "printed, nothing written")
     args = ap.parse_args()
+    if args.quick:
+        res = run(1_000, 300, 5, 0)
+        print(json.dumps(res, indent=1, default=str))
+        return
     if args.render or args.spread:
         with open(os.path.join(RESULTS, "exact_at_scale.json")) as fh:
             stored = json.load(fh)

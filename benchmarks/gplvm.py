@@ -201,7 +201,12 @@ def main() -> None:
                     help="of collapsed, gpflow, uncollapsed (PCA always runs)")
     ap.add_argument("--uncollapsed-steps", type=int, default=2000)
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 200 digits, Q = 2, M = 20, collapsed and PCA; printed, "
+                    "nothing written")
     a = ap.parse_args()
+    if a.quick:
+        a.datasets, a.latent, a.n, a.inducing, a.methods = "digits", "2", 200, 20, "collapsed"
     if a.report:
         report()
         return
@@ -213,8 +218,9 @@ def main() -> None:
         for Q in (int(q) for q in a.latent.split(",")):
             for row in run(name, Q, a.n, a.inducing, methods, a.uncollapsed_steps):
                 stamp(row, peers=peers)
-                with open(ROWS, "a") as fh:
-                    fh.write(json.dumps(row) + "\n")
+                if not a.quick:
+                    with open(ROWS, "a") as fh:
+                        fh.write(json.dumps(row) + "\n")
                 print(json.dumps({k: v for k, v in row.items() if k != "provenance"}))
 
 

@@ -35,6 +35,7 @@ def test_list_names_every_experiment_script(capsys):
     # import
     helpers = {
         "bo_trajectories",
+        "gpflow_gplvm_runner",
         "gpflow_sparse_runner",
         "reliability_report",
         "qsgp_rvm_diagnostic",

@@ -238,6 +238,23 @@ EXPERIMENTS: dict[str, Experiment] = {
             quick_overwrites=False,
         ),
         Experiment(
+            "gplvm",
+            "gplvm.py",
+            "issue 26: BayesianGPLVM latent spaces of digits and USPS against PCA and GPflow "
+            "(--quick: 200 digits, printed)",
+            ("docs/results/gplvm.md",),
+            runs=((QUICK,), ("--report",)),
+            quick_overwrites=False,
+        ),
+        Experiment(
+            "exact_at_scale",
+            "exact_at_scale.py",
+            "issue 26: ExactGP's iterative path (CG, SLQ) against the Cholesky path on "
+            "uci/kin40k (--quick: 1,000 rows, printed)",
+            ("docs/results/exact_at_scale.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
             "bo_heteroscedastic",
             "bo_heteroscedastic.py",
             "BoTorch qLogNEI on a heteroscedastic Branin: SHGP vs SingleTaskGP "

@@ -60,7 +60,7 @@ from ..likelihoods import Likelihood
 from ..linalg import cho_solve, cholesky, solve_lower
 from ..parameters import positive_parameter, softplus
 from ..validation import check_choice, check_inputs, check_positive_float, check_positive_int
-from ..variational import GaussianVariational, predictive_cache
+from ..variational import GaussianVariational, InducingQ, predictive_cache
 from .base import GPModel, fit_engine, register_model, require_gaussian_likelihood
 from .inducing_inputs import InducingInputs
 from .sparse import low_rank_evidence
@@ -361,7 +361,7 @@ class BayesianGPLVM(InducingInputs, GPModel):
     def _compute_cache(self):
         Lzz = self.prior_factor()
         if self.bound == "uncollapsed":
-            return predictive_cache(Lzz, self.q.q_mu, self.q.q_sqrt, True)
+            return predictive_cache(Lzz, InducingQ(self.q.q_mu, self.q.q_sqrt, True))
         p = self._param_vector()
         if p.shape != self.stat_params.shape or not torch.equal(p, self.stat_params):
             raise RuntimeError(
@@ -369,7 +369,8 @@ class BayesianGPLVM(InducingInputs, GPModel):
                 "call fit (or set_optimal_inducing with the scaled data) first"
             )
         P, M = self.opt_q_mu.shape
-        return predictive_cache(Lzz, self.opt_q_mu, self.opt_q_sqrt.expand(P, M, M), True)
+        q = InducingQ(self.opt_q_mu, self.opt_q_sqrt.expand(P, M, M), True)
+        return predictive_cache(Lzz, q)
 
     # ---------------------------------------------------------------- user API --
     def fit(self, Y: Any, y: Any = None, **options: Any) -> BayesianGPLVM:  # type: ignore[override]
