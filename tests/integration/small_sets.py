@@ -15,6 +15,16 @@ def cls_data(n: int = 61, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def sep_check_data(n: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The notes' SEP check problem (notes/checks/sep_check.py): 1-D inputs, labels
+    (0/1) from the sign of sin(1.5 x) plus noise."""
+    rng = np.random.default_rng(seed)
+    X = np.sort(rng.uniform(-3, 3, n))
+    y = np.sign(np.sin(1.5 * X) + 0.3 * rng.standard_normal(n))
+    y[y == 0] = 1
+    return X[:, None], (y + 1) / 2
+
+
 def reg_data(n: int = 61, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``(N, 2)`` inputs and targets ``sin(x_1) + x_2 / 10`` plus noise."""
     rng = np.random.default_rng(seed)

@@ -16,7 +16,7 @@ import pytest
 import torch
 from scipy.special import log_ndtr
 from scipy.stats import norm
-from small_sets import one_torch_thread  # noqa: F401 (fixture)
+from small_sets import one_torch_thread, sep_check_data  # noqa: F401 (fixture)
 
 import latentgp as lg
 from latentgp.models.ep_sites import cavity_projection, probit_site_update
@@ -25,15 +25,6 @@ GRID = np.linspace(-30, 30, 200001)
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _problem(n=60, seed=0):
-    """The notes' check problem (notes/checks/sep_check.py): 1-D, labels from sin(1.5x)."""
-    rng = np.random.default_rng(seed)
-    X = np.sort(rng.uniform(-3, 3, n))
-    y = np.sign(np.sin(1.5 * X) + 0.3 * rng.standard_normal(n))
-    y[y == 0] = 1
-    return X[:, None], (y + 1) / 2
 
 
 def _sep(ell=1.0, sf2=1.5, m=6, **kw):
@@ -58,7 +49,7 @@ def _projections(model, X):
 
 
 def test_tilted_moments_match_q_at_ep_fixed_point():
-    X, y = _problem()
+    X, y = sep_check_data()
     with lg.config(jitter=1e-8 / 1.5):
         model = _sep()
         model.converge_sites(X, y, max_sweeps=3000, tol=1e-13)
@@ -83,7 +74,7 @@ def test_log_evidence_equals_brute_force():
     """log Z_q = sum_i log st_i + log int N(fbar|0,K) prod exp(-nu/2 (u'f)^2 + mu u'f), with
     log st_i = log Z_i - log int(site x cavity) by quadrature and the Gaussian integral in
     closed form (numpy, independent of the model's whitened algebra)."""
-    X, y = _problem()
+    X, y = sep_check_data()
     with lg.config(jitter=1e-8 / 1.5):
         model = _sep()
         model.converge_sites(X, y, max_sweeps=400, tol=1e-9)
@@ -113,7 +104,7 @@ def test_log_evidence_equals_brute_force():
 
 
 def test_evidence_gradient_matches_finite_differences():
-    X, y = _problem()
+    X, y = sep_check_data()
     h = 1e-5
 
     def evidence(ell=1.0, sf2=1.5, dz=0.0):
@@ -225,7 +216,7 @@ def test_sparse_ep_with_all_points_as_inducing_equals_full_ep():
 
 
 def test_gfitc_gradient_matches_finite_differences():
-    X, y = _problem(40, seed=3)
+    X, y = sep_check_data(40, seed=3)
     Z = np.linspace(-2.5, 2.5, 5)[:, None]
     h = 1e-5
 
@@ -295,7 +286,7 @@ def test_invalid_site_updates_are_skipped_and_counted():
     assert ok.tolist() == [False, True]
     assert bool(torch.isfinite(nu).all() & torch.isfinite(mu).all())
     # model level: sites whose precision q does not contain (tampered) are skipped
-    X, yy = _problem(40)
+    X, yy = sep_check_data(40)
     model = _sep(scheme="stochastic")
     model.fit(X, yy, batch_size=10, epochs=2, seed=0)
     with torch.no_grad():
@@ -309,7 +300,7 @@ def test_invalid_site_updates_are_skipped_and_counted():
 
 
 def test_save_load_round_trip(tmp_path):
-    X, y = _problem(40)
+    X, y = sep_check_data(40)
     for model in (lg.SEP(num_inducing=5), lg.GFITC(num_inducing=5)):
         model.fit(X, y, max_steps=5, seed=0)
         path = tmp_path / f"{type(model).__name__}.pt"
@@ -323,7 +314,7 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_bad_input():
-    X, y = _problem(30)
+    X, y = sep_check_data(30)
     with pytest.raises(ValueError, match="y must hold binary labels 0 or 1"):
         lg.SEP(num_inducing=5).fit(X, 2 * y - 1, max_steps=2)
     with pytest.raises(ValueError, match="binary labels"):
@@ -455,7 +446,7 @@ def test_cli_model(name, tmp_path, capsys):
 def test_sep_and_gfitc_share_fixed_points_with_m_less_than_n():
     """At the same hyperparameters and Z, converged SEP and GFITC-EP give the same evidence
     and predictions (both project the same FITC-type tilted distributions)."""
-    X, y = _problem()
+    X, y = sep_check_data()
     Z = np.linspace(-2.5, 2.5, 6)[:, None]
     kern = dict(lengthscale=1.0, variance=1.5)
     sep = lg.SEP(Z=Z, kernel=lg.kernels.RBF(**kern))

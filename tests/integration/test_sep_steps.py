@@ -14,21 +14,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from small_sets import one_torch_thread  # noqa: F401 (fixture)
+from small_sets import one_torch_thread, sep_check_data  # noqa: F401 (fixture)
 
 import latentgp as lg
 from latentgp.parameters import inv_softplus, positive_raw_parameters
 from latentgp.training.optim import SignAdaptive
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _problem(n=60, seed=0):
-    rng = np.random.default_rng(seed)
-    X = np.sort(rng.uniform(-3, 3, n))
-    y = np.sign(np.sin(1.5 * X) + 0.3 * rng.standard_normal(n))
-    y[y == 0] = 1
-    return X[:, None], (y + 1) / 2
 
 
 def _sign_opt(model, lr, **kw):
@@ -97,14 +89,14 @@ def test_bad_sign_options():
         SignAdaptive([x], up=0.0)
     with pytest.raises(ValueError, match="max_halvings"):
         SignAdaptive([x], max_halvings=-1)
-    X, y = _problem(20)
+    X, y = sep_check_data(20)
     with pytest.raises(ValueError, match="log_space"):
         lg.SEP(Z=X[:3]).fit(X, y, max_steps=1, optimizer_kwargs={"log_space": "yes"})
 
 
 # --------------------------------------------------------------- against the EP energy --
 def test_swept_value_is_the_fixed_site_energy_and_steps_never_lower_it():
-    X, y = _problem()
+    X, y = sep_check_data()
     m = lg.SEP(Z=np.linspace(-2.5, 2.5, 6)[:, None])
     Xt, ypm = m.prepare_training(X, y, seed=0)
     N = Xt.shape[0]
