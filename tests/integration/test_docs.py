@@ -23,6 +23,8 @@ import warnings
 
 import pytest
 
+from latentgp.training import TrainingWarning
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 MKDOCS_YML = ROOT / "mkdocs.yml"
@@ -270,6 +272,7 @@ def test_docs_examples_run(page, tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)  # examples that write files write them here
     namespace: dict = {"__name__": "__docs__"}
+    unconverged: list[str] = []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small examples: one thread is faster on a shared machine
     try:
@@ -279,16 +282,21 @@ def test_docs_examples_run(page, tmp_path, monkeypatch):
                 skipped.append(f"block {i + 1} ({why}): {paragraph}")
                 continue
             code = compile(block, f"{_page_id(page)}[block {i + 1}]", "exec")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
                 try:
                     exec(code, namespace)  # noqa: S102
                 except ModuleNotFoundError as err:
                     if (err.name or "").split(".")[0] in OPTIONAL_MODULES:
                         pytest.skip(f"optional dependency {err.name} is not installed")
                     raise
+            unconverged += [f"block {i + 1}: {w.message}" for w in caught
+                            if issubclass(w.category, TrainingWarning)
+                            and "step ceiling" in str(w.message)]
     finally:
         torch.set_num_threads(threads)
+    # an example shows what the default gives: a fit that stops unconverged is a defect
+    assert not unconverged, "examples that stop at the step ceiling: " + "; ".join(unconverged)
     if skipped:
         pytest.skip(
             f"ran {len(blocks) - len(skipped)} of {len(blocks)} blocks; " + "; ".join(skipped)

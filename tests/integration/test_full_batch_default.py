@@ -35,16 +35,26 @@ def test_likelihoods_say_whether_their_expectation_is_deterministic():
     # several latents by Monte Carlo; a softmax without its class count must not raise
     monte_carlo = [L.Softmax(), L.Softmax(3), L.GaussianExperts(2)]
     assert not any(lik.deterministic_expectation for lik in monte_carlo)
-    # a plain function: deterministic only when declared differentiable (not after the
-    # inspection its first call makes: every fit of one model takes the same default)
+    # a plain function: undecided until inspected; the inspection happens on the training
+    # targets before the first fit picks its defaults, so first and later fits agree
     own = L.CallableLikelihood(lambda y, f: -((y - f) ** 2))
     assert not own.deterministic_expectation
     X, y = reg_data(n=30)
-    first = lg.SVGP(num_inducing=3, likelihood=own).fit(X, y, max_steps=2, progress=False)
-    assert first.likelihood.differentiable and not first.likelihood.deterministic_expectation
-    assert first.fit(X, y, tol=0.5, progress=False).history_.optimizer == "adam"
+    first = lg.SVGP(num_inducing=3, likelihood=own).fit(X, y, progress=False)
+    assert first.likelihood.differentiable and first.likelihood.deterministic_expectation
+    assert first.history_.optimizer == "lbfgs"
+    assert first.fit(X, y, progress=False).history_.optimizer == "lbfgs"
     assert L.CallableLikelihood(lambda y, f: -((y - f) ** 2),
                                 differentiable=True).deterministic_expectation
+    # numpy code (a black box) is not differentiable: Monte Carlo, Adam, for every fit
+    box = L.CallableLikelihood(lambda y, f: -np.abs(np.asarray(y) - np.asarray(f)))
+    boxed = lg.SVGP(num_inducing=3, likelihood=box).fit(X, y, max_steps=2, progress=False)
+    assert boxed.likelihood.evaluates_numpy and not box.deterministic_expectation
+    assert boxed.fit(X, y, tol=0.5, progress=False).history_.optimizer == "adam"
+    # a declared value is not second-guessed
+    declared = L.CallableLikelihood(lambda y, f: -((y - f) ** 2), differentiable=False)
+    lg.SVGP(num_inducing=3, likelihood=declared).fit(X, y, max_steps=2, progress=False)
+    assert declared.differentiable is False and not declared.deterministic_expectation
 
 
 def test_which_models_default_to_full_batch_lbfgs():

@@ -224,7 +224,8 @@ def test_models_never_import_data():
 
 def test_data_layers_import_downward_only():
     """Within latentgp.data, the registry, file and generator layers load no sibling
-    above them; the loaders load only those layers."""
+    above them; the spec machinery, the readers and the catalogue load only the layers
+    below them."""
     src = Path(datasets.__file__).resolve().parent
     base = "import sys, types\n"  # empty packages: their __init__ imports everything
     for pkg, path in (("latentgp", src), ("latentgp.data", src / "data")):
@@ -235,7 +236,9 @@ def test_data_layers_import_downward_only():
         ("files", set()),
         ("synthetic", set()),
         ("csv", set()),
-        ("loaders", {"registry", "files", "synthetic"}),
+        ("builtin", {"registry"}),
+        ("readers", {"builtin", "registry", "files"}),
+        ("loaders", {"builtin", "readers", "registry", "files", "synthetic"}),
         ("standardize", {"registry"}),
     ]:
         mods = _imported_by(base + f"import latentgp.data.{module}")

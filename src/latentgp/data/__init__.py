@@ -25,8 +25,8 @@ from latentgp.data.files import DATA_HOME_ENV, data_home
 from latentgp.data.loaders import (  # importing it registers the built-in datasets
     UCI_NAMES,
     data_home_files,
-    load_seismic_reference,
 )
+from latentgp.data.readers import load_seismic_reference
 from latentgp.data.registry import (
     TASKS,
     Dataset,

@@ -292,8 +292,9 @@ class CallableLikelihood(Likelihood):
 
     ``latent_dim`` says how many latent values each observation depends on.  The
     function may be torch code or numpy code (a simulator, anything that can only be
-    evaluated): at its first call with real arguments (never with made-up ones) it is
-    tried on torch tensors; if that fails or gives no autograd graph, it is treated as a
+    evaluated): once, with the training targets and ``f = 0`` before the first fit
+    (:meth:`adapt_to_targets`, one latent) or at its first call, it is tried on torch
+    tensors; if that fails or gives no autograd graph, it is treated as a
     black box: evaluated on numpy arrays when torch inputs fail, and
     ``differentiable = False``, so expectations use the score-function integrators.
     ``differentiable`` may also be given to skip the inspection.
@@ -313,14 +314,22 @@ class CallableLikelihood(Likelihood):
         self.differentiable = differentiable
         #: None until the first call: whether ``fn`` is evaluated on numpy arrays
         self.evaluates_numpy: bool | None = None
-        self._declared_differentiable = differentiable
 
     @property
     def deterministic_expectation(self) -> bool:
-        """True only for one latent and ``differentiable=True`` given: decided from what the
-        user declared, not from the inspection at the first call, so that every fit of a
-        model takes the same default optimiser."""
-        return self.latent_dim == 1 and self._declared_differentiable is True
+        """True for one latent and a function that autograd differentiates (declared, or
+        found by :meth:`adapt_to_targets` before the first fit chooses its defaults, so
+        that a model's first and later fits take the same default optimiser): its
+        expectation is then Gauss-Hermite quadrature."""
+        return self.latent_dim == 1 and self.differentiable is True
+
+    def adapt_to_targets(self, y: torch.Tensor) -> None:
+        """With one latent, inspect ``fn`` (:meth:`inspect`) on the training targets and
+        ``f = 0``, the latent value of a zero-mean model before training (the first
+        call of the expectation would make), unless ``differentiable`` was declared."""
+        if self.latent_dim == 1 and self.differentiable is None:
+            self.inspect(y, torch.zeros_like(y, dtype=torch.get_default_dtype()
+                                             if not y.is_floating_point() else y.dtype))
 
     def inspect(self, y: torch.Tensor, f: torch.Tensor) -> bool:
         """Find out, once, with the real arguments ``y`` and ``f``, how ``fn`` evaluates;
