@@ -51,6 +51,7 @@ from typing import Any
 import torch
 
 try:
+    from botorch.models.gpytorch import GPyTorchModel
     from botorch.models.model import FantasizeMixin, Model
     from botorch.posteriors.gpytorch import GPyTorchPosterior
     from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
@@ -253,9 +254,17 @@ def _has_own_conditioning(model: GPModel) -> bool:
     )
 
 
-class LatentGPModel(Model, FantasizeMixin):
+class LatentGPModel(GPyTorchModel, FantasizeMixin):
     """A fitted latentgp model as a ``botorch.models.model.Model`` (see the module
     docstring for what the posterior is per model family).
+
+    It is a ``GPyTorchModel`` because its posterior is a ``GPyTorchPosterior`` over a
+    (multitask) multivariate normal with a dense covariance: that is what BoTorch's
+    Monte Carlo acquisitions check before they reuse a cached root decomposition of the
+    baseline posterior (``cache_root``, qLogNEI's default for BoTorch's own models), so a
+    wrapped model gets the same sampling scheme as a ``SingleTaskGP``.  Every method that
+    class implements through a GPyTorch model (``posterior``, ``batch_shape``,
+    ``num_outputs``, ``condition_on_observations``) is overridden here.
 
     Parameters
     ----------
