@@ -105,6 +105,16 @@ class SAVIGP(InducingInputs, GPModel):
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
     ``dtype``, ``noise_variance``.
 
+    Training: a fit that names no optimiser, learning rate, batch size or budget on up to
+    :data:`~latentgp.models.svgp.FULL_BATCH_ROWS` rows, with the reparameterisation
+    estimator (:meth:`reparameterised_before_fit`), holds the Monte Carlo draws fixed for
+    the whole fit (the sample-average approximation of the ELBO, a deterministic
+    function) and runs full-batch L-BFGS to the deterministic convergence rule, as SVGP
+    on small data (``history_.events`` says so); ``optimizer="lbfgs"`` does the same.
+    Otherwise (score-function estimator, more rows, any other named choice) the draws
+    change every step and Adam (lr 0.01, minibatches of up to 1,024 rows) runs to the
+    stochastic rule.
+
     Deprecated flat keywords (a ``DeprecationWarning`` shows the grouped spelling):
     ``num_components``, ``covariance``, ``parameterization``, ``whiten``,
     ``init_cov_scale`` (in ``posterior=``), ``num_samples``, ``control_variates``,
