@@ -60,6 +60,7 @@ from ..variational.mixture import (
     whitened_cross_entropy,
 )
 from .base import GPModel, register_model
+from .fit_choices import automatic_defaults
 from .inducing_inputs import InducingInputs
 from .predict import chunked, mixture_moments
 from .savigp_fit import fit_alternating, savigp_fit_options
@@ -72,6 +73,7 @@ from .savigp_options import (
     grouped_config,
     resolve_options,
 )
+from .svgp import FULL_BATCH_ROWS, LBFGS_CEILING, LBFGS_RULE
 
 
 @register_model
@@ -102,6 +104,16 @@ class SAVIGP(InducingInputs, GPModel):
     shared_inducing: one set of inducing inputs for all latents.
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
     ``dtype``, ``noise_variance``.
+
+    Training: a fit that names no optimiser, learning rate, batch size or budget on up to
+    :data:`~latentgp.models.svgp.FULL_BATCH_ROWS` rows, with the reparameterisation
+    estimator (:meth:`reparameterised_before_fit`), holds the Monte Carlo draws fixed for
+    the whole fit (the sample-average approximation of the ELBO, a deterministic
+    function) and runs full-batch L-BFGS to the deterministic convergence rule, as SVGP
+    on small data (``history_.events`` says so); ``optimizer="lbfgs"`` does the same.
+    Otherwise (score-function estimator, more rows, any other named choice) the draws
+    change every step and Adam (lr 0.01, minibatches of up to 1,024 rows) runs to the
+    stochastic rule.
 
     Deprecated flat keywords (a ``DeprecationWarning`` shows the grouped spelling):
     ``num_components``, ``covariance``, ``parameterization``, ``whiten``,
@@ -209,7 +221,28 @@ class SAVIGP(InducingInputs, GPModel):
 
     def _default_fit_args(self, N):
         full = self.dense or self.posterior.parameterization == "lambda"
-        return {"optimizer": "adam", "lr": 0.01, "batch_size": N if full else min(N, 1024)}
+        args = {"optimizer": "adam", "lr": 0.01, "batch_size": N if full else min(N, 1024)}
+        if N <= FULL_BATCH_ROWS and self.reparameterised_before_fit():
+            args["automatic"] = {"optimizer": "lbfgs", "lr": 1.0,
+                                 "convergence": dict(LBFGS_RULE),
+                                 "ceiling": dict(LBFGS_CEILING), "fixed_draws": True}
+        return args
+
+    def reparameterised_before_fit(self) -> bool:
+        """Whether the reparameterisation estimator is known to apply before any data
+        are seen: ``estimator.method="reparam"``, or no method given and a differentiable
+        torch likelihood (a plain function with one latent when declared
+        ``differentiable=True`` or found so by the inspection that runs on the training
+        targets before the first fit chooses its defaults, so that every fit of one model
+        takes the same default).  Such a
+        model on up to :data:`~latentgp.models.svgp.FULL_BATCH_ROWS` rows fits by default
+        with its Monte Carlo draws held fixed (see :meth:`fit`)."""
+        method = self.estimator.method
+        if method is not None:
+            return method == "reparam"
+        if isinstance(self.likelihood, CallableLikelihood):
+            return self.likelihood.deterministic_expectation
+        return self.likelihood.differentiable is True
 
     def resolved_estimator(self) -> str | None:
         """The gradient estimator in use: ``estimator.method`` if given, else ``"reparam"``
@@ -545,17 +578,28 @@ class SAVIGP(InducingInputs, GPModel):
         unless ``lr`` is given.
         """
         out_of_core = hasattr(X, "lazy_arrays")  # e.g. datasets.ShardedArrays (y inside)
+        N = int(X.num_rows) if out_of_core else int(self._check_X(X).shape[0])
         if not self.built:
-            self.num_data = int(X.num_rows) if out_of_core else int(self._check_X(X).shape[0])
+            self.num_data = N
             if kwargs.get("seed") is not None:
                 # the building fit's seed picks the Monte Carlo stream; later fits continue it
                 self._sample_seed = (int(kwargs["seed"]) + 1) * 1_000_003 % 2**63  # torch's range
+        options = kwargs
         kwargs = savigp_fit_options(
             kwargs, num_data=self.num_data, paper_adadelta=paper_adadelta
         )
-        callbacks = tuple(kwargs.pop("callbacks", ())) + (self._next_draws,)
+        # the automatic L-BFGS fit holds the draws fixed: a deterministic objective
+        fixed = bool(automatic_defaults(self.fit_defaults(N), options).get("fixed_draws"))
+        callbacks = tuple(kwargs.pop("callbacks", ())) + (() if fixed else (self._next_draws,))
         if not alternate:
-            return super().fit(X, y, callbacks=callbacks, **kwargs)
+            super().fit(X, y, callbacks=callbacks, **kwargs)
+            if fixed:
+                self.history_.events.append(
+                    f"Monte Carlo draws held fixed for the whole fit (sample-average "
+                    f"approximation, {self.estimator.num_samples} draws per point, latent "
+                    f"and component; sample_seed {self._sample_seed})"
+                )
+            return self
         for budget in ("epochs", "max_steps"):  # the loop sets the budget of each fit
             kwargs.pop(budget, None)
 

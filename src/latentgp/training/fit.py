@@ -31,6 +31,7 @@ import torch
 from ..io import WriteError, check_writable
 from ..linalg import CholeskyError, JitterWarning
 from ..models.base import GPModel
+from ..models.fit_choices import CHOICES, automatic_defaults  # noqa: F401 (public here too)
 from ..rng import seeded_scope
 from ..validation import cap_at_rows, check_learning_rate, check_positive_int, check_seed
 from . import distributed as D
@@ -281,32 +282,6 @@ def _resolve_options(model: Any, N: int, **kw: Any) -> FitOptions:
         process_group=kw["process_group"],
         defaults=defaults,
     )
-
-
-#: the options whose explicit value sets aside a model's ``"automatic"`` defaults
-CHOICES = ("optimizer", "lr", "batch_size", "epochs", "max_steps")
-
-
-def automatic_defaults(defaults: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-    """The defaults that apply to a fit with ``options`` (those of ``GPModel.fit``).
-
-    A model's :meth:`~latentgp.models.base.GPModel.fit_defaults` may hold, under
-    ``"automatic"``, the defaults of a fit that names none of :data:`CHOICES` (SVGP on
-    small data: full-batch L-BFGS, see :data:`latentgp.models.svgp.FULL_BATCH_ROWS`);
-    they replace the others for such a fit, and for a fit that names their optimiser (its
-    learning rate, convergence rule and ``"fixed_inducing"`` come with it).  A fit that
-    names another optimiser, a learning rate, a batch size or a budget gets the others:
-    an explicit choice is never overridden, nor taken and ignored."""
-    defaults = dict(defaults)
-    auto = defaults.pop("automatic", None)
-    if auto is None:
-        return defaults
-    named = options.get("optimizer")
-    if named is None:
-        untouched = all(options.get(k) is None for k in CHOICES)
-    else:
-        untouched = isinstance(named, str) and named.lower() == auto["optimizer"]
-    return dict(auto) if untouched else defaults
 
 
 def _writable_checkpoint(path: str | os.PathLike | None) -> str | None:
