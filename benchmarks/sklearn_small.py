@@ -300,6 +300,8 @@ def main() -> None:
     ap.add_argument("--no-fits", action="store_true", help="only check_estimator")
     ap.add_argument("--out", default=os.path.join(RESULTS, "sklearn_small.json"))
     ap.add_argument("--table", action="store_true", help="print the file's table, no runs")
+    ap.add_argument("--labels", nargs="*", default=None,
+                    help="with --table: only these runs, in this order")
     ap.add_argument("--code", default=None,
                     help="the commit of the latentgp code measured, when it is not the "
                          "working tree's (e.g. an exported older src on PYTHONPATH)")
@@ -316,7 +318,9 @@ def main() -> None:
         with open(args.out) as fh:
             data = json.load(fh)
     if args.table:
-        print(table(data["runs"]))
+        runs = data["runs"] if args.labels is None else [
+            next(r for r in data["runs"] if r["label"] == lab) for lab in args.labels]
+        print(table(runs))
         return
     run: dict[str, Any] = {"label": args.label, "rows": [], "check_estimator": []}
     stamp(run)
