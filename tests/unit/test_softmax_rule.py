@@ -90,8 +90,14 @@ def test_lbfgs_fit_reaches_adam_elbo():
     X, y = _three_classes()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fast = GPClassifier().fit(X, y)
-        adam = GPClassifier(optimizer="adam", max_steps=1500).fit(X, y)
+        fast = GPClassifier().fit(X, y)  # L-BFGS, stopped on FULL_BATCH_TOL
+        full = GPClassifier(optimizer="lbfgs", max_steps=200).fit(X, y)  # 200 steps
+        adam = GPClassifier(optimizer="adam", max_steps=1500).fit(X, y)  # Z learned too
     assert fast.optimizer_ == "lbfgs" and adam.optimizer_ == "adam"
-    assert fast.model_.history_.steps < 300
-    assert _elbo(fast, X, y) >= _elbo(adam, X, y) - 0.05
+    assert fast.model_.history_.steps < 150
+    adam_elbo = _elbo(adam, X, y)
+    # run on, L-BFGS on the fixed rule (Z fixed at the 60 rows) passes Adam's optimum
+    # (measured: -35.31 against -35.67); the tolerance stops the default a little short
+    # of it (-35.72): within 0.002 nats per row
+    assert _elbo(full, X, y) >= adam_elbo
+    assert _elbo(fast, X, y) >= adam_elbo - 0.002 * len(y)
