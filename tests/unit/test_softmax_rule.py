@@ -63,6 +63,10 @@ def test_fixed_rule_is_deterministic_and_row_independent():
     torch.testing.assert_close(a[3:5], lik.expected_log_prob(y[3:5], mean[3:5], var[3:5]))
     with pytest.raises(ValueError, match="expectation_points"):
         L.Softmax(3, expectation_points=0)
+    # the rule is part of the model file; a Monte Carlo softmax's record is as before
+    back = L.likelihood_from_config(lik.to_config())
+    assert back.expectation_points == 64 and back.deterministic_expectation
+    assert "expectation_points" not in L.Softmax(4).to_config()
 
 
 def _three_classes(n=60, seed=0):

@@ -140,5 +140,7 @@ class Softmax(Likelihood):
         return torch.distributions.Categorical(logits=f).sample().to(f.dtype)
 
     def _config_args(self):
-        return {"num_classes": self.num_classes, "predictive_samples": self.predictive_samples,
-                "expectation_points": self.expectation_points}
+        args = {"num_classes": self.num_classes, "predictive_samples": self.predictive_samples}
+        if self.expectation_points is not None:  # files of Monte Carlo softmaxes unchanged
+            args["expectation_points"] = self.expectation_points
+        return args
