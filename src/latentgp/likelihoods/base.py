@@ -46,6 +46,31 @@ def gauss_hermite(n: int, dtype=torch.float64, device=None) -> tuple[torch.Tenso
     )
 
 
+@functools.lru_cache(maxsize=16)
+def _normal_points(n: int, dim: int) -> torch.Tensor:
+    # computed once per (n, dim): a fixed scrambled Sobol sequence (seed 20231)
+    u = torch.quasirandom.SobolEngine(dim, scramble=True, seed=20231).draw(n, dtype=torch.float64)
+    z = math.sqrt(2.0) * torch.erfinv((2.0 * u - 1.0).clamp(-1 + 1e-15, 1 - 1e-15))
+    z = torch.cat([z, -z])
+    if z.shape[0] <= dim:
+        return z
+    # moment matching: z <- z L^-T with L L^T the points' second moment, so that their
+    # covariance is exactly the identity
+    chol = torch.linalg.cholesky(z.T @ z / z.shape[0])
+    return torch.linalg.solve_triangular(chol, z.T, upper=False).T
+
+
+def normal_points(n: int, dim: int, dtype=torch.float64, device=None) -> torch.Tensor:
+    """``(2 n, dim)`` fixed points for ``E_{N(0, I_dim)}[g] ~= mean_s g(z_s)``: ``n``
+    scrambled Sobol points (a fixed seed) mapped through the normal quantile, and their
+    negatives (antithetic pairs: the rule is exact for every odd function), then
+    linearly transformed so that their second moment is exactly the identity (so the
+    rule is exact for every polynomial of degree up to 3).  The same points at every
+    call, so an expectation taken with them is a deterministic function of its
+    arguments."""
+    return _normal_points(int(n), int(dim)).to(dtype=dtype, device=device)
+
+
 def gauss_legendre(n: int, dtype=torch.float64, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Gauss-Legendre nodes and weights on (-1, 1), ``(n,)`` each."""
     t, w = np.polynomial.legendre.leggauss(n)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Likelihood, register
+from .base import Likelihood, normal_points, register
 
 
 @register("softmax", "multiclass", "categorical")
@@ -15,15 +15,33 @@ class Softmax(Likelihood):
     takes ``C = max(label) + 1`` from the training labels when the model is built.
     ``predictive_samples``: Monte Carlo draws behind the class probabilities (see
     :meth:`predictive_moments` for their accuracy).
+    ``expectation_points``: how the training objective's ``E_q[log p(y | f)]`` is
+    integrated.  ``None`` (the default): Monte Carlo with ``config.num_mc_samples``
+    fresh draws at every call, an unbiased but noisy objective for stochastic optimisers.
+    An integer S: a fixed rule of 2S points (S scrambled Sobol points in C dimensions
+    and their negatives, :func:`~latentgp.likelihoods.normal_points`) shared by every
+    row, so the objective is a deterministic function of the parameters
+    (:attr:`deterministic_expectation` is True) and full-batch L-BFGS with a line search
+    can train on it; only ``E_q[logsumexp f]`` is integrated (``E_q[f_y]`` is the mean).
     ``predict_y`` returns class probabilities ``(N, C)`` as its mean.
     """
 
     task = "multiclass"
-    #: C >= 2 latents: the expected log likelihood is a Monte Carlo estimate
-    deterministic_expectation = False
-
-    def __init__(self, num_classes: int | None = None, predictive_samples: int = 1024) -> None:
+    def __init__(
+        self,
+        num_classes: int | None = None,
+        predictive_samples: int = 1024,
+        expectation_points: int | None = None,
+    ) -> None:
         super().__init__()
+        if expectation_points is not None and (
+            isinstance(expectation_points, bool) or not isinstance(expectation_points, int)
+            or expectation_points < 1
+        ):
+            raise ValueError(
+                f"expectation_points must be None or a positive integer, got {expectation_points!r}"
+            )
+        self.expectation_points = expectation_points
         if isinstance(predictive_samples, bool) or not isinstance(predictive_samples, int) or (
             predictive_samples < 1
         ):
@@ -36,6 +54,11 @@ class Softmax(Likelihood):
         ):
             raise ValueError(f"Softmax needs an integer num_classes >= 2, got {num_classes!r}")
         self.num_classes = num_classes
+
+    @property
+    def deterministic_expectation(self) -> bool:  # type: ignore[override]
+        """True with ``expectation_points`` (a fixed rule), False for Monte Carlo."""
+        return self.expectation_points is not None
 
     @property
     def latent_dim(self) -> int:  # type: ignore[override]
@@ -74,6 +97,19 @@ class Softmax(Likelihood):
         idx = y.long().expand(f.shape[:-1])[..., None]
         return torch.gather(f, -1, idx)[..., 0] - torch.logsumexp(f, -1)
 
+    def expected_log_prob(self, y, mean, var):
+        """``E_q[f_y] - E_q[logsumexp f]`` per point ``(...,)`` for marginals ``mean``,
+        ``var`` ``(..., N, C)``: Monte Carlo without ``expectation_points``, else the
+        fixed rule of the class docstring (the same points for every row and call)."""
+        if self.expectation_points is None:
+            return super().expected_log_prob(y, mean, var)
+        C = mean.shape[-1]
+        z = normal_points(self.expectation_points, C, mean.dtype, mean.device)
+        z = z.reshape((z.shape[0],) + (1,) * (mean.ndim - 1) + (C,))
+        f = mean + var.clamp_min(0).sqrt() * z
+        idx = y.long().expand(mean.shape[:-1])[..., None]
+        return torch.gather(mean, -1, idx)[..., 0] - torch.logsumexp(f, -1).mean(0)
+
     def conditional_mean(self, f):
         return torch.softmax(f, -1)
 
@@ -104,4 +140,7 @@ class Softmax(Likelihood):
         return torch.distributions.Categorical(logits=f).sample().to(f.dtype)
 
     def _config_args(self):
-        return {"num_classes": self.num_classes, "predictive_samples": self.predictive_samples}
+        args = {"num_classes": self.num_classes, "predictive_samples": self.predictive_samples}
+        if self.expectation_points is not None:  # files of Monte Carlo softmaxes unchanged
+            args["expectation_points"] = self.expectation_points
+        return args
