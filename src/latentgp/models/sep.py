@@ -142,8 +142,6 @@ class SEP(InducingEPClassifier):
 
     """
 
-    #: SEP's site updates and sign-adaptive steps are the method's own (no MAP term)
-    supports_hyperpriors = False
     CONFIG_ATTRIBUTES = ("scheme", "damping")
 
     @keyword_only_after_first(legacy=("kernel", "Z", "scheme", "damping", *LEGACY_ARGUMENT_TAIL))
@@ -491,6 +489,16 @@ class SEP(InducingEPClassifier):
             lzt = part if lzt is None else lzt + part
         return grads, lzt
 
+    def _with_prior(self, grads, params, scale: float) -> tuple[list[torch.Tensor], float]:
+        """``grads`` plus the gradient of ``-log p(theta) * scale`` (the hyperpriors set
+        with :meth:`set_prior`; ``scale`` includes ``1 / processes``, as the gradients
+        are summed over processes) and the value of ``log p(theta)`` (0.0 without any)."""
+        lp = self.log_prior()
+        if not lp.requires_grad:
+            return grads, float(lp)
+        extra = self._grads(lp, params, scale)
+        return [a + b for a, b in zip(grads, extra, strict=True)], float(lp)
+
     def _apply_grads(self, grads, opt, params, reduce: Any, closure=None) -> bool:
         """Sum ``grads`` over processes and step ``opt`` (with ``closure`` when given);
         False (no step) if not finite."""
@@ -538,11 +546,14 @@ class SEP(InducingEPClassifier):
         grads, lzt = self._surrogate_grads(
             X, ypm, post, rows, params, 1.0 / reduce.world, 1.0 / N_total
         )
-        value = float(global_term(post) + reduce(lzt))
+        grads, log_prior = self._with_prior(grads, params, 1.0 / (N_total * reduce.world))
+        value = float(global_term(post) + reduce(lzt)) + log_prior
         known = [value]
 
         def closure() -> float:
-            v = known.pop() if known else self.fixed_site_evidence(X, ypm, reduce, rows)
+            if known:
+                return -known.pop() / N_total
+            v = self.fixed_site_evidence(X, ypm, reduce, rows) + float(self.log_prior())
             return -v / N_total
 
         if not self._apply_grads(grads, opt, params, reduce, closure if backtrack else None):
@@ -608,9 +619,10 @@ class SEP(InducingEPClassifier):
         L = self.prior_factor()
         Kzx, kxx = self._kernel_blocks(Xb, L)
         F = surrogate(post, L, Kzx, kxx, yb, Po, cav, N / B, prior_weight=1.0 / W)
-        if not self._apply_grads(self._grads(F, params, 1.0 / N), opt, params, reduce):
+        grads, log_prior = self._with_prior(self._grads(F, params, 1.0 / N), params, 1.0 / (N * W))
+        if not self._apply_grads(grads, opt, params, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
-        return value
+        return value + log_prior
 
     def _running_posterior(self, L: torch.Tensor) -> WhitenedPosterior:
         """q from the running sums ``A, c`` (stochastic scheme)."""
