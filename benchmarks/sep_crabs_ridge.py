@@ -88,26 +88,36 @@ def run(splits: int, first_split: int, fracs, prior_scale: float, quick: bool) -
                     m, secs = _fit(make, kw, Xtr, ytr, split)
                     m.Z_init_ = torch.as_tensor(Z)
                     fitted[name] = m
-                    rec[name] = dict(nll=sr._nll_err(m, Xte, yte)[0], seconds=secs,
-                                     steps=m.history_.steps,
-                                     log_evidence=float(m.history_.objective[-1]), **_hyper(m))
+                    rec[name] = dict(
+                        nll=sr._nll_err(m, Xte, yte)[0],
+                        seconds=secs,
+                        steps=m.history_.steps,
+                        log_evidence=float(m.history_.objective[-1]),
+                        **_hyper(m),
+                    )
                 # GFITC's EP at SEP's hyperparameters and inducing inputs
                 g = copy.deepcopy(fitted["GFITC"])
                 g.load_state_dict(fitted["SEP"].state_dict())
-                rec["GFITC_at_SEP"] = dict(log_evidence=g.converge(Xtr, ytr),
-                                           nll=sr._nll_err(g, Xte, yte)[0])
+                rec["GFITC_at_SEP"] = dict(
+                    log_evidence=g.converge(Xtr, ytr), nll=sr._nll_err(g, Xte, yte)[0]
+                )
                 for stop in (60, 100):  # GFITC stopped earlier on its own path
                     kw = {"max_steps": min(stop, steps), "tol": 1e-7}
                     m, _ = _fit(lambda Z=Z: lg.GFITC(Z=Z), kw, Xtr, ytr, split)
-                    rec[f"GFITC_{stop}"] = dict(nll=sr._nll_err(m, Xte, yte)[0],
-                                                log_evidence=float(m.history_.objective[-1]))
+                    rec[f"GFITC_{stop}"] = dict(
+                        nll=sr._nll_err(m, Xte, yte)[0],
+                        log_evidence=float(m.history_.objective[-1]),
+                    )
                 for name, (make, kw) in runs.items():
                     m, secs = _fit(make, kw, Xtr, ytr, split, prior_scale)
                     m.Z_init_ = torch.as_tensor(Z)
-                    rec[f"{name}_prior"] = dict(nll=sr._nll_err(m, Xte, yte)[0], seconds=secs,
-                                                steps=m.history_.steps,
-                                                objective=float(m.history_.objective[-1]),
-                                                **_hyper(m))
+                    rec[f"{name}_prior"] = dict(
+                        nll=sr._nll_err(m, Xte, yte)[0],
+                        seconds=secs,
+                        steps=m.history_.steps,
+                        objective=float(m.history_.objective[-1]),
+                        **_hyper(m),
+                    )
             rec["load1"] = os.getloadavg()[0]
             print(json.dumps(rec), flush=True)
             if not quick:  # a smoke run keeps no records
@@ -121,17 +131,21 @@ def report() -> None:
         print("no records: run first")
         return
     runs = sorted(res["runs"], key=lambda r: (r["frac"], r["split"]))
-    print("| M | split | SEP / GFITC NLL | GFITC at SEP's hyp. | GFITC after 60 / 100 it. "
-          "| log Z SEP / GFITC | variance SEP / GFITC | with prior: SEP / GFITC NLL | diff |")
+    print(
+        "| M | split | SEP / GFITC NLL | GFITC at SEP's hyp. | GFITC after 60 / 100 it. "
+        "| log Z SEP / GFITC | variance SEP / GFITC | with prior: SEP / GFITC NLL | diff |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in runs:
         s, g, gs = r["SEP"], r["GFITC"], r["GFITC_at_SEP"]
         sp, gp = r["SEP_prior"], r["GFITC_prior"]
-        print(f"| {r['M']} | {r['split']} | {s['nll']:.3f} / {g['nll']:.3f} | {gs['nll']:.3f} | "
-              f"{r['GFITC_60']['nll']:.3f} / {r['GFITC_100']['nll']:.3f} | "
-              f"{s['log_evidence']:.1f} / {g['log_evidence']:.1f} | "
-              f"{s['variance']:.3g} / {g['variance']:.3g} | {sp['nll']:.3f} / {gp['nll']:.3f} | "
-              f"{sp['nll'] - gp['nll']:+.3f} |")
+        print(
+            f"| {r['M']} | {r['split']} | {s['nll']:.3f} / {g['nll']:.3f} | {gs['nll']:.3f} | "
+            f"{r['GFITC_60']['nll']:.3f} / {r['GFITC_100']['nll']:.3f} | "
+            f"{s['log_evidence']:.1f} / {g['log_evidence']:.1f} | "
+            f"{s['variance']:.3g} / {g['variance']:.3g} | {sp['nll']:.3f} / {gp['nll']:.3f} | "
+            f"{sp['nll'] - gp['nll']:+.3f} |"
+        )
     for frac in sorted({r["frac"] for r in runs}):
         rs = [r for r in runs if r["frac"] == frac]
         d = np.array([r["SEP"]["nll"] - r["GFITC"]["nll"] for r in rs])
@@ -139,21 +153,25 @@ def report() -> None:
         gg = np.array([abs(r["GFITC_100"]["nll"] - r["GFITC"]["nll"]) for r in rs])
         g60 = np.array([abs(r["GFITC_60"]["nll"] - r["GFITC"]["nll"]) for r in rs])
         dp = np.array([r["SEP_prior"]["nll"] - r["GFITC_prior"]["nll"] for r in rs])
-        print(f"\n- M = {rs[0]['M']} ({len(rs)} splits): no prior, SEP within 0.01 of GFITC on "
-              f"{int((abs(d) <= 0.01).sum())}; |GFITC at SEP's hyperparameters - SEP| at most "
-              f"{eq.max():.1e}; GFITC after 60 / 100 iterations differs from its final NLL by "
-              f"more than 0.01 on {int((g60 > 0.01).sum())} / {int((gg > 0.01).sum())} splits "
-              f"(largest {g60.max():.3f} / {gg.max():.3f}); with the prior (scale "
-              f"{rs[0]['prior_scale']}): SEP within 0.01 on {int((abs(dp) <= 0.01).sum())} "
-              f"(largest |diff| {abs(dp).max():.3f}), mean NLL SEP "
-              f"{np.mean([r['SEP_prior']['nll'] for r in rs]):.3f}, GFITC "
-              f"{np.mean([r['GFITC_prior']['nll'] for r in rs]):.3f} (no prior: "
-              f"{np.mean([r['SEP']['nll'] for r in rs]):.3f} / "
-              f"{np.mean([r['GFITC']['nll'] for r in rs]):.3f}); GFITC with the prior stopped "
-              f"before 250 iterations on {sum(r['GFITC_prior']['steps'] < 250 for r in rs)}.")
+        print(
+            f"\n- M = {rs[0]['M']} ({len(rs)} splits): no prior, SEP within 0.01 of GFITC on "
+            f"{int((abs(d) <= 0.01).sum())}; |GFITC at SEP's hyperparameters - SEP| at most "
+            f"{eq.max():.1e}; GFITC after 60 / 100 iterations differs from its final NLL by "
+            f"more than 0.01 on {int((g60 > 0.01).sum())} / {int((gg > 0.01).sum())} splits "
+            f"(largest {g60.max():.3f} / {gg.max():.3f}); with the prior (scale "
+            f"{rs[0]['prior_scale']}): SEP within 0.01 on {int((abs(dp) <= 0.01).sum())} "
+            f"(largest |diff| {abs(dp).max():.3f}), mean NLL SEP "
+            f"{np.mean([r['SEP_prior']['nll'] for r in rs]):.3f}, GFITC "
+            f"{np.mean([r['GFITC_prior']['nll'] for r in rs]):.3f} (no prior: "
+            f"{np.mean([r['SEP']['nll'] for r in rs]):.3f} / "
+            f"{np.mean([r['GFITC']['nll'] for r in rs]):.3f}); GFITC with the prior stopped "
+            f"before 250 iterations on {sum(r['GFITC_prior']['steps'] < 250 for r in rs)}."
+        )
     p = res["provenance"]
-    print(f"\nProvenance: commit {p['commit']}, {p['date']}, {p['cpu']}, "
-          f"{p['cpu_count']} cores, threads {p['threads']}, torch {p['versions']['torch']}.")
+    print(
+        f"\nProvenance: commit {p['commit']}, {p['date']}, {p['cpu']}, "
+        f"{p['cpu_count']} cores, threads {p['threads']}, torch {p['versions']['torch']}."
+    )
 
 
 def main(argv=None) -> None:
@@ -161,8 +179,12 @@ def main(argv=None) -> None:
     ap.add_argument("--splits", type=int, default=20, help="run splits first-split..splits-1")
     ap.add_argument("--first-split", type=int, default=0)
     ap.add_argument("--fracs", default="0.15", help="M as fractions of all instances")
-    ap.add_argument("--prior-scale", type=float, default=1.0,
-                    help="log-normal prior scale on variance and lengthscales")
+    ap.add_argument(
+        "--prior-scale",
+        type=float,
+        default=1.0,
+        help="log-normal prior scale on variance and lengthscales",
+    )
     ap.add_argument("--quick", action="store_true", help="1 split, 20 steps (smoke run)")
     ap.add_argument("--report", action="store_true", help="print the markdown from the records")
     args = ap.parse_args(argv)
