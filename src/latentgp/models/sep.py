@@ -121,7 +121,8 @@ class SEP(InducingEPClassifier):
     ``tol``: stop when the relative change of log Z_q per epoch stays below ``tol`` for
     3 epochs.  Hyperpriors (:meth:`set_prior`, none by default) make the fit MAP-II:
     ``log p(theta)`` is added to the step's gradient, to the energy the sign rule's
-    backtracking checks and to ``history_.objective`` (as for GFITC).  The loop is :func:`latentgp.training.loop.run_loop`: ``progress``,
+    backtracking checks and to ``history_.objective`` (as for GFITC).
+    The loop is :func:`latentgp.training.loop.run_loop`: ``progress``,
     ``callbacks``, Ctrl-C, and ``checkpoint``/``checkpoint_every``/
     ``checkpoint_seconds``/``resume`` behave as in :meth:`GPModel.fit` (a checkpoint
     holds the sites, the running sums and the optimiser state, so a resumed run
