@@ -125,53 +125,136 @@ def run(splits: int, first_split: int, fracs, prior_scale: float, quick: bool) -
                 sr._save(PART, stamp(res))
 
 
-def report() -> None:
+COMMANDS = (
+    "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.15",
+    "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.25",
+)
+
+
+def _summary(rs: list) -> dict:
+    """Counts and extremes of the records ``rs`` of one M."""
+    d = np.array([r["SEP"]["nll"] - r["GFITC"]["nll"] for r in rs])
+    dp = np.array([r["SEP_prior"]["nll"] - r["GFITC_prior"]["nll"] for r in rs])
+    g60 = np.array([abs(r["GFITC_60"]["nll"] - r["GFITC"]["nll"]) for r in rs])
+    g100 = np.array([abs(r["GFITC_100"]["nll"] - r["GFITC"]["nll"]) for r in rs])
+    gap = np.array([r["GFITC"]["log_evidence"] - r["SEP"]["log_evidence"] for r in rs])
+    return {
+        "n": len(rs),
+        "within": int((abs(d) <= 0.01).sum()),
+        "equal_hyp": max(abs(r["GFITC_at_SEP"]["nll"] - r["SEP"]["nll"]) for r in rs),
+        "g60": int((g60 > 0.01).sum()),
+        "g60_max": float(g60.max()),
+        "g100": int((g100 > 0.01).sum()),
+        "g100_max": float(g100.max()),
+        "gap": (float(gap.min()), float(gap.max())),
+        "var_sep": (min(r["SEP"]["variance"] for r in rs), max(r["SEP"]["variance"] for r in rs)),
+        "var_gf": (
+            min(r["GFITC"]["variance"] for r in rs),
+            max(r["GFITC"]["variance"] for r in rs),
+        ),
+        "within_prior": int((abs(dp) <= 0.01).sum()),
+        "prior_max": float(abs(dp).max()),
+        "mean": {
+            k: float(np.mean([r[k]["nll"] for r in rs]))
+            for k in ("SEP", "GFITC", "SEP_prior", "GFITC_prior")
+        },
+        "gf_prior_stopped": sum(r["GFITC_prior"]["steps"] < 250 for r in rs),
+        "scale": rs[0]["prior_scale"],
+    }
+
+
+def section_lines() -> list[str]:
+    """The markdown of docs/results/sep.md's issue-23 diagnosis (empty without records);
+    ``sep_reproduction.py --report`` includes it."""
     res = sr._load(PART)
-    if not res:
-        print("no records: run first")
-        return
+    if not res or not res["runs"]:
+        return []
     runs = sorted(res["runs"], key=lambda r: (r["frac"], r["split"]))
-    print(
+    table = [
         "| M | split | SEP / GFITC NLL | GFITC at SEP's hyp. | GFITC after 60 / 100 it. "
-        "| log Z SEP / GFITC | variance SEP / GFITC | with prior: SEP / GFITC NLL | diff |"
-    )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        "| log Z SEP / GFITC | variance SEP / GFITC | with prior: SEP / GFITC NLL | diff |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in runs:
         s, g, gs = r["SEP"], r["GFITC"], r["GFITC_at_SEP"]
         sp, gp = r["SEP_prior"], r["GFITC_prior"]
-        print(
+        table.append(
             f"| {r['M']} | {r['split']} | {s['nll']:.3f} / {g['nll']:.3f} | {gs['nll']:.3f} | "
             f"{r['GFITC_60']['nll']:.3f} / {r['GFITC_100']['nll']:.3f} | "
             f"{s['log_evidence']:.1f} / {g['log_evidence']:.1f} | "
-            f"{s['variance']:.3g} / {g['variance']:.3g} | {sp['nll']:.3f} / {gp['nll']:.3f} | "
+            f"{s['variance']:.2g} / {g['variance']:.2g} | {sp['nll']:.3f} / {gp['nll']:.3f} | "
             f"{sp['nll'] - gp['nll']:+.3f} |"
         )
+    bullets, sums = [], {}
     for frac in sorted({r["frac"] for r in runs}):
         rs = [r for r in runs if r["frac"] == frac]
-        d = np.array([r["SEP"]["nll"] - r["GFITC"]["nll"] for r in rs])
-        eq = np.array([abs(r["GFITC_at_SEP"]["nll"] - r["SEP"]["nll"]) for r in rs])
-        gg = np.array([abs(r["GFITC_100"]["nll"] - r["GFITC"]["nll"]) for r in rs])
-        g60 = np.array([abs(r["GFITC_60"]["nll"] - r["GFITC"]["nll"]) for r in rs])
-        dp = np.array([r["SEP_prior"]["nll"] - r["GFITC_prior"]["nll"] for r in rs])
-        print(
-            f"\n- M = {rs[0]['M']} ({len(rs)} splits): no prior, SEP within 0.01 of GFITC on "
-            f"{int((abs(d) <= 0.01).sum())}; |GFITC at SEP's hyperparameters - SEP| at most "
-            f"{eq.max():.1e}; GFITC after 60 / 100 iterations differs from its final NLL by "
-            f"more than 0.01 on {int((g60 > 0.01).sum())} / {int((gg > 0.01).sum())} splits "
-            f"(largest {g60.max():.3f} / {gg.max():.3f}); with the prior (scale "
-            f"{rs[0]['prior_scale']}): SEP within 0.01 on {int((abs(dp) <= 0.01).sum())} "
-            f"(largest |diff| {abs(dp).max():.3f}), mean NLL SEP "
-            f"{np.mean([r['SEP_prior']['nll'] for r in rs]):.3f}, GFITC "
-            f"{np.mean([r['GFITC_prior']['nll'] for r in rs]):.3f} (no prior: "
-            f"{np.mean([r['SEP']['nll'] for r in rs]):.3f} / "
-            f"{np.mean([r['GFITC']['nll'] for r in rs]):.3f}); GFITC with the prior stopped "
-            f"before 250 iterations on {sum(r['GFITC_prior']['steps'] < 250 for r in rs)}."
+        u = sums[rs[0]["M"]] = _summary(rs)
+        m = u["mean"]
+        bullets.append(
+            f"- M = {rs[0]['M']} ({u['n']} splits): without priors SEP is within 0.01 of GFITC "
+            f"on {u['within']}; GFITC at SEP's hyperparameters gives SEP's NLL to "
+            f"{u['equal_hyp']:.1e} at most; GFITC stopped after 60 / 100 iterations differs "
+            f"from its own final NLL by more than 0.01 on {u['g60']} / {u['g100']} splits "
+            f"(largest {u['g60_max']:.3f} / {u['g100_max']:.3f}); GFITC's final log Z is "
+            f"{u['gap'][0]:.1f} to {u['gap'][1]:.1f} nats above SEP's; signal variance SEP "
+            f"{u['var_sep'][0]:.2g}-{u['var_sep'][1]:.2g}, GFITC "
+            f"{u['var_gf'][0]:.2g}-{u['var_gf'][1]:.2g}.  With the prior SEP is within 0.01 of "
+            f"GFITC on {u['within_prior']} of {u['n']} (largest difference "
+            f"{u['prior_max']:.3f}); mean NLL SEP {m['SEP_prior']:.3f}, GFITC "
+            f"{m['GFITC_prior']:.3f} (without priors {m['SEP']:.3f} / {m['GFITC']:.3f}); "
+            f"GFITC's L-BFGS with the prior stopped on its tolerance before 250 iterations "
+            f"on {u['gf_prior_stopped']} of {u['n']}."
         )
     p = res["provenance"]
-    print(
-        f"\nProvenance: commit {p['commit']}, {p['date']}, {p['cpu']}, "
-        f"{p['cpu_count']} cores, threads {p['threads']}, torch {p['versions']['torch']}."
-    )
+    scale = runs[0]["prior_scale"]
+    return [
+        "### Issue 23, second pass: the approximation or the stopping point?",
+        "",
+        "Commands (records in sep_raw/ridge.json, the markdown from `--report`):",
+        "",
+        *[f"    {c}" for c in COMMANDS],
+        "",
+        "Per split, Table 1's data, inducing inputs and seeds, no hyperpriors (the seed's "
+        "protocol): SEP (250 sweeps) and GFITC (L-BFGS, at most 250 iterations, tol 1e-7); "
+        "GFITC's EP run to convergence at SEP's final hyperparameters and inducing inputs "
+        "('GFITC at SEP's hyp.'); GFITC stopped after 60 and 100 iterations.  Then both "
+        "again with the same hyperpriors (MAP-II, `set_prior`: kernel.variance ~ "
+        f"LogNormal(0, {scale:g}), kernel.lengthscale ~ LogNormal(log sqrt(D), {scale:g}), "
+        "centred on the initial values), under which the objective has a maximum.  "
+        f"Run: commit {p['commit']}, {p['date'][:10]}, {p['cpu']}, {p['cpu_count']} cores, "
+        "threads 1, one benchmark process beside other work (1-minute load average "
+        f"{min(r['load1'] for r in runs):.0f}-{max(r['load1'] for r in runs):.0f}); the "
+        "SEP and GFITC code is that of commit 73c992a (later commits of this run touch "
+        "docs, tests and this script only).",
+        "",
+        *table,
+        "",
+        *bullets,
+        "",
+        "Reading: (1) at equal hyperparameters the two approximations predict the same "
+        "(GFITC at SEP's hyperparameters reproduces SEP's test NLL to 1e-3 or better on "
+        "every split), so none of the per-split differences is the approximation; (2) the "
+        "two stop at different hyperparameters on a ridge where the evidence has no "
+        "maximum: GFITC's L-BFGS drives the signal variance to 1e6-1e8 (with the "
+        "lengthscales of three of the five inputs and several inducing inputs near 1e6-1e7) "
+        "and stops when its relative change falls below 1e-7, SEP's 250 sign-rule sweeps "
+        "reach 1e3-1e4, a few nats lower; GFITC's own NLL depends on where it stops by more "
+        "than 0.01 on several splits (the 60-iteration column), and on split 0 SEP run to "
+        "convergence passes GFITC's evidence with a worse NLL, so neither a longer SEP run "
+        "nor a stopping rule on the evidence change (SEP's evidence is still rising at sweep "
+        "250) can single out GFITC's point; (3) with a prior the objective has a maximum "
+        "and SEP reaches GFITC's NLL at 250 sweeps on the splits counted above, at a higher "
+        "mean NLL (this prior is a diagnostic, not the Table 1 protocol: the seed's fits "
+        "have none).  The issue's target, SEP within 0.01 of GFITC on every split without "
+        "priors, therefore measures where two optimisers stop on an unbounded ridge, not "
+        "the approximation; it is not met, and the table shows why.",
+        "",
+    ]
+
+
+def report() -> None:
+    lines = section_lines()
+    print("\n".join(lines) if lines else "no records: run first")
 
 
 def main(argv=None) -> None:
