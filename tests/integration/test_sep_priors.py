@@ -102,3 +102,9 @@ def test_sep_reaches_gfitc_map_point():
     # without the prior the same runs stop elsewhere: the prior is what they agree on
     s0 = _sep(None).fit(X, y, seed=0, max_steps=400)
     assert abs(float(s0.kernel.variance) / float(s.kernel.variance) - 1.0) > 1e-2
+
+
+def test_bounds_are_refused():
+    """SEP's steps are not projected onto a box: set_bounds is an error, not ignored."""
+    with pytest.raises(ValueError, match="set_prior"):
+        lg.SEP(Z=Z6).set_bounds("kernel.variance", 1e-3, 1e3)

@@ -172,6 +172,14 @@ class SEP(InducingEPClassifier):
         self.skipped_updates_ = 0
         self.site_updates_ = 0
 
+    def set_bounds(self, name: str, lower: float | None = None, upper: float | None = None):
+        """Refused: SEP's steps (sign rule with backtracking, or a torch optimiser) are
+        not projected onto a box; put a prior on the hyperparameter instead."""
+        raise ValueError(
+            "SEP does not take hyperparameter bounds (its steps are not projected onto a "
+            f"box); put a prior on {name!r} with set_prior instead"
+        )
+
     @property
     def rho(self) -> float:
         if self.damping is not None:
