@@ -236,6 +236,16 @@ def section_lines() -> list[str]:
             f"GFITC's L-BFGS with the prior stopped on its tolerance before 250 iterations "
             f"on {u['gf_prior_stopped']} of {u['n']}."
         )
+    for r in res.get("long", []):
+        s_, g_, x_ = r["SEP"], r["GFITC"], r["GFITC_at_SEP"]
+        bullets.append(
+            f"- Run long with the priors (`--long {r['split']}`, M = {r['M']}): SEP after "
+            f"{s_['steps']} sweeps log Z_q + log p = {s_['objective']:.2f} (after 250: "
+            f"{s_['objective_250']:.2f}), test NLL {s_['nll']:.3f}; GFITC stopped on tol 1e-9 "
+            f"after {g_['steps']} iterations at {g_['objective']:.2f} (after 250: "
+            f"{g_['objective_250']:.2f}), NLL {g_['nll']:.3f}; GFITC's converged EP at SEP's "
+            f"final parameters: {x_['objective']:.2f}, NLL {x_['nll']:.3f}."
+        )
     p = res["provenance"]
     scale = runs[0]["prior_scale"]
     return [
