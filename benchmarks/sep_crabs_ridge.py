@@ -159,6 +159,8 @@ def long_run(split: int, frac: float, prior_scale: float, steps: int) -> None:
 COMMANDS = (
     "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.15",
     "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.25",
+    "python benchmarks/sep_crabs_ridge.py --long 5 --fracs 0.15",
+    "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.5",
 )
 
 
@@ -183,6 +185,10 @@ def _summary(rs: list) -> dict:
             min(r["GFITC"]["variance"] for r in rs),
             max(r["GFITC"]["variance"] for r in rs),
         ),
+        "gf_ls3": sum(sum(v > 1e5 for v in r["GFITC"]["lengthscale"]) >= 3 for r in rs),
+        "Z_gf": (min(r["GFITC"]["Z_moved"] for r in rs), max(r["GFITC"]["Z_moved"] for r in rs)),
+        "Z_sep": max(r["SEP"]["Z_moved"] for r in rs),
+        "ls_sep": max(max(r["SEP"]["lengthscale"]) for r in rs),
         "within_prior": int((abs(dp) <= 0.01).sum()),
         "prior_max": float(abs(dp).max()),
         "mean": {
@@ -229,7 +235,11 @@ def section_lines() -> list[str]:
             f"(largest {u['g60_max']:.3f} / {u['g100_max']:.3f}); GFITC's final log Z is "
             f"{u['gap'][0]:.1f} to {u['gap'][1]:.1f} nats above SEP's; signal variance SEP "
             f"{u['var_sep'][0]:.2g}-{u['var_sep'][1]:.2g}, GFITC "
-            f"{u['var_gf'][0]:.2g}-{u['var_gf'][1]:.2g}.  With the prior SEP is within 0.01 of "
+            f"{u['var_gf'][0]:.2g}-{u['var_gf'][1]:.2g}; GFITC has three or more lengthscales "
+            f"above 1e5 on {u['gf_ls3']} splits and moved its inducing inputs by "
+            f"{u['Z_gf'][0]:.1g}-{u['Z_gf'][1]:.1g} (Frobenius norm), SEP's largest lengthscale "
+            f"is {u['ls_sep']:.0f} and its inducing inputs moved by at most {u['Z_sep']:.1f}.  "
+            f"With the prior SEP is within 0.01 of "
             f"GFITC on {u['within_prior']} of {u['n']} (largest difference "
             f"{u['prior_max']:.3f}); mean NLL SEP {m['SEP_prior']:.3f}, GFITC "
             f"{m['GFITC_prior']:.3f} (without priors {m['SEP']:.3f} / {m['GFITC']:.3f}); "
@@ -272,23 +282,29 @@ def section_lines() -> list[str]:
         "",
         *bullets,
         "",
-        "Reading: (1) at equal hyperparameters the two approximations predict the same "
-        "(GFITC at SEP's hyperparameters reproduces SEP's test NLL to 1e-3 or better on "
-        "every split), so none of the per-split differences is the approximation; (2) the "
-        "two stop at different hyperparameters on a ridge where the evidence has no "
-        "maximum: GFITC's L-BFGS drives the signal variance to 1e6-1e8 (with the "
-        "lengthscales of three of the five inputs and several inducing inputs near 1e6-1e7) "
-        "and stops when its relative change falls below 1e-7, SEP's 250 sign-rule sweeps "
-        "reach 1e3-1e4, a few nats lower; GFITC's own NLL depends on where it stops by more "
-        "than 0.01 on several splits (the 60-iteration column), and on split 0 SEP run to "
-        "convergence passes GFITC's evidence with a worse NLL, so neither a longer SEP run "
-        "nor a stopping rule on the evidence change (SEP's evidence is still rising at sweep "
-        "250) can single out GFITC's point; (3) with a prior the objective has a maximum "
-        "and SEP reaches GFITC's NLL at 250 sweeps on the splits counted above, at a higher "
-        "mean NLL (this prior is a diagnostic, not the Table 1 protocol: the seed's fits "
-        "have none).  The issue's target, SEP within 0.01 of GFITC on every split without "
-        "priors, therefore measures where two optimisers stop on an unbounded ridge, not "
-        "the approximation; it is not met, and the table shows why.",
+        "Reading: (1) at equal hyperparameters the two approximations predict the same: "
+        "GFITC's EP at SEP's final hyperparameters and inducing inputs reproduces SEP's "
+        "test NLL to 1e-3 or better on every split, so none of the per-split differences "
+        "is the approximation.  (2) Without priors the two stop at different points of a "
+        "ridge on which the EP evidence has no maximum: GFITC's L-BFGS switches three of "
+        "the five inputs off (lengthscales above 1e5), raises the signal variance to about "
+        "1e7-1e8 and moves inducing inputs out to about 1e7 before its relative tolerance "
+        "fires; SEP's 250 sweeps stop at variances of 1e2-1e4 with every lengthscale below "
+        "about 30, 2-5 nats of evidence lower.  GFITC's own NLL depends on where it stops by "
+        "more than 0.01 on several splits (the 60-iteration column); at sweep 250 SEP's "
+        "evidence still rises by 1e-3 to 6e-3 relative per sweep (splits 0 and 3 at M = 30), "
+        "so a stopping rule on the evidence change per sweep would not fire within the "
+        "budget; and on split 0 SEP run to convergence passes GFITC's evidence with a worse "
+        "NLL (above).  No step or stopping rule can therefore single out GFITC's point.  "
+        "(3) With the same priors on both the objective has a maximum, and after 250 "
+        "iterations SEP is within 0.01 of GFITC on the counts above (mean NLL higher than "
+        "without priors: this prior is a diagnostic, not the Table 1 protocol, as the "
+        "seed's fits have none).  Where they still differ, the long run of split 5 shows why: "
+        "GFITC's L-BFGS stalls below the MAP objective that SEP reaches, and GFITC's own EP "
+        "at SEP's point gives SEP's objective and NLL.  The issue's target, SEP within 0.01 "
+        "of GFITC on every split without priors, compares where two optimisers stop on an "
+        "unbounded ridge, not the two approximations; it is not met, and these "
+        "measurements are why.",
         "",
     ]
 
