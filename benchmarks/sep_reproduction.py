@@ -766,6 +766,9 @@ def _issue23_section(runs: list) -> list[str]:
         "per-split differences.",
         "",
     ]
+    import sep_crabs_ridge  # the per-split diagnosis; it imports this module
+
+    lines += sep_crabs_ridge.section_lines()
     rule = _steprule_rows(runs)
     if rule:
         lines += [

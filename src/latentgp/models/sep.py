@@ -119,7 +119,10 @@ class SEP(InducingEPClassifier):
     adadelta, ``{"up": 1.05, "down": 0.5}`` for sign; sign also takes ``log_space``
     and ``backtrack``, both True by default, and ``max_halvings``).
     ``tol``: stop when the relative change of log Z_q per epoch stays below ``tol`` for
-    3 epochs.  The loop is :func:`latentgp.training.loop.run_loop`: ``progress``,
+    3 epochs.  Hyperpriors (:meth:`set_prior`, none by default) make the fit MAP-II:
+    ``log p(theta)`` is added to the step's gradient, to the energy the sign rule's
+    backtracking checks and to ``history_.objective`` (as for GFITC).
+    The loop is :func:`latentgp.training.loop.run_loop`: ``progress``,
     ``callbacks``, Ctrl-C, and ``checkpoint``/``checkpoint_every``/
     ``checkpoint_seconds``/``resume`` behave as in :meth:`GPModel.fit` (a checkpoint
     holds the sites, the running sums and the optimiser state, so a resumed run
@@ -142,8 +145,6 @@ class SEP(InducingEPClassifier):
 
     """
 
-    #: SEP's site updates and sign-adaptive steps are the method's own (no MAP term)
-    supports_hyperpriors = False
     CONFIG_ATTRIBUTES = ("scheme", "damping")
 
     @keyword_only_after_first(legacy=("kernel", "Z", "scheme", "damping", *LEGACY_ARGUMENT_TAIL))
@@ -170,6 +171,14 @@ class SEP(InducingEPClassifier):
         self.c: torch.Tensor | None = None
         self.skipped_updates_ = 0
         self.site_updates_ = 0
+
+    def set_bounds(self, name: str, lower: float | None = None, upper: float | None = None):
+        """Refused: SEP's steps (sign rule with backtracking, or a torch optimiser) are
+        not projected onto a box; put a prior on the hyperparameter instead."""
+        raise ValueError(
+            "SEP does not take hyperparameter bounds (its steps are not projected onto a "
+            f"box); put a prior on {name!r} with set_prior instead"
+        )
 
     @property
     def rho(self) -> float:
@@ -491,6 +500,16 @@ class SEP(InducingEPClassifier):
             lzt = part if lzt is None else lzt + part
         return grads, lzt
 
+    def _with_prior(self, grads, params, scale: float) -> tuple[list[torch.Tensor], float]:
+        """``grads`` plus the gradient of ``-log p(theta) * scale`` (the hyperpriors set
+        with :meth:`set_prior`; ``scale`` includes ``1 / processes``, as the gradients
+        are summed over processes) and the value of ``log p(theta)`` (0.0 without any)."""
+        lp = self.log_prior()
+        if not lp.requires_grad:
+            return grads, float(lp)
+        extra = self._grads(lp, params, scale)
+        return [a + b for a, b in zip(grads, extra, strict=True)], float(lp)
+
     def _apply_grads(self, grads, opt, params, reduce: Any, closure=None) -> bool:
         """Sum ``grads`` over processes and step ``opt`` (with ``closure`` when given);
         False (no step) if not finite."""
@@ -538,11 +557,14 @@ class SEP(InducingEPClassifier):
         grads, lzt = self._surrogate_grads(
             X, ypm, post, rows, params, 1.0 / reduce.world, 1.0 / N_total
         )
-        value = float(global_term(post) + reduce(lzt))
+        grads, log_prior = self._with_prior(grads, params, 1.0 / (N_total * reduce.world))
+        value = float(global_term(post) + reduce(lzt)) + log_prior
         known = [value]
 
         def closure() -> float:
-            v = known.pop() if known else self.fixed_site_evidence(X, ypm, reduce, rows)
+            if known:
+                return -known.pop() / N_total
+            v = self.fixed_site_evidence(X, ypm, reduce, rows) + float(self.log_prior())
             return -v / N_total
 
         if not self._apply_grads(grads, opt, params, reduce, closure if backtrack else None):
@@ -608,9 +630,10 @@ class SEP(InducingEPClassifier):
         L = self.prior_factor()
         Kzx, kxx = self._kernel_blocks(Xb, L)
         F = surrogate(post, L, Kzx, kxx, yb, Po, cav, N / B, prior_weight=1.0 / W)
-        if not self._apply_grads(self._grads(F, params, 1.0 / N), opt, params, reduce):
+        grads, log_prior = self._with_prior(self._grads(F, params, 1.0 / N), params, 1.0 / (N * W))
+        if not self._apply_grads(grads, opt, params, reduce):
             raise FloatingPointError("non-finite gradient of the EP evidence")
-        return value
+        return value + log_prior
 
     def _running_posterior(self, L: torch.Tensor) -> WhitenedPosterior:
         """q from the running sums ``A, c`` (stochastic scheme)."""

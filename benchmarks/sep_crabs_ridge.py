@@ -1,0 +1,354 @@
+"""Issue 23 diagnosis: why SEP (250 sweeps) and GFITC (L-BFGS) disagree on crabs.
+
+For each crabs split of Table 1 (same permutation, inducing inputs and seeds as
+``sep_reproduction.py --parts table1``) this fits, without hyperpriors (the seed's
+protocol):
+
+- SEP, 250 sweeps, and GFITC, L-BFGS for at most 250 iterations (tol 1e-7);
+- GFITC at SEP's final hyperparameters (EP run to convergence there): does the other
+  approximation give SEP's test NLL at equal hyperparameters?
+- GFITC stopped after 60 and 100 iterations: how much does GFITC's own NLL depend on
+  where it stops?
+
+and then both methods again with the same log-normal hyperpriors centred on the initial
+values (MAP-II: ``kernel.variance ~ LogNormal(0, s)``, ``kernel.lengthscale ~
+LogNormal(log sqrt(D), s)``, s = ``--prior-scale``), under which the objective has a
+maximum.  Records go to ``docs/results/sep_raw/ridge.json``; ``--report`` prints the
+markdown written into docs/results/sep.md by hand.
+
+    python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.15
+    python benchmarks/sep_crabs_ridge.py --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import sep_reproduction as sr  # noqa: E402 (the Table 1 splits and NLL)
+from machine import stamp  # noqa: E402
+
+import latentgp as lg  # noqa: E402
+
+PART = "ridge"
+
+
+def _hyper(model) -> dict:
+    k = model.kernel
+    return {
+        "variance": float(k.variance),
+        "lengthscale": [float(v) for v in k.lengthscale.detach().reshape(-1)],
+        "Z_moved": float((model.Z.detach() - model.Z_init_).norm()),
+    }
+
+
+def _fit(make, kw, Xtr, ytr, split, prior_scale=None):
+    model = make()
+    if prior_scale is not None:
+        D = Xtr.shape[1]
+        model.set_prior("kernel.variance", lg.priors.LogNormal(0.0, prior_scale))
+        ls_prior = lg.priors.LogNormal(math.log(math.sqrt(D)), prior_scale)
+        model.set_prior("kernel.lengthscale", ls_prior)
+    torch.manual_seed(split)
+    t0 = time.perf_counter()
+    model.fit(Xtr, ytr, seed=split, **kw)
+    secs = time.perf_counter() - t0
+    return model, secs
+
+
+def run(splits: int, first_split: int, fracs, prior_scale: float, quick: bool) -> None:
+    res = sr._load(PART) or {"runs": []}
+    done = set() if quick else {(r["frac"], r["split"]) for r in res["runs"]}
+    steps = 20 if quick else 250
+    for split in range(first_split, splits):
+        for frac in fracs:
+            if (frac, split) in done:
+                continue
+            Xtr, ytr, Xte, yte, Z = sr._split_data("crabs", split, frac)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rec = {"frac": frac, "split": split, "M": len(Z), "prior_scale": prior_scale}
+                runs = {
+                    "SEP": (lambda Z=Z: lg.SEP(Z=Z), {"max_steps": steps}),
+                    "GFITC": (lambda Z=Z: lg.GFITC(Z=Z), {"max_steps": steps, "tol": 1e-7}),
+                }
+                fitted = {}
+                for name, (make, kw) in runs.items():
+                    m, secs = _fit(make, kw, Xtr, ytr, split)
+                    m.Z_init_ = torch.as_tensor(Z)
+                    fitted[name] = m
+                    rec[name] = dict(
+                        nll=sr._nll_err(m, Xte, yte)[0],
+                        seconds=secs,
+                        steps=m.history_.steps,
+                        log_evidence=float(m.history_.objective[-1]),
+                        **_hyper(m),
+                    )
+                # GFITC's EP at SEP's hyperparameters and inducing inputs
+                g = copy.deepcopy(fitted["GFITC"])
+                g.load_state_dict(fitted["SEP"].state_dict())
+                rec["GFITC_at_SEP"] = dict(
+                    log_evidence=g.converge(Xtr, ytr), nll=sr._nll_err(g, Xte, yte)[0]
+                )
+                for stop in (60, 100):  # GFITC stopped earlier on its own path
+                    kw = {"max_steps": min(stop, steps), "tol": 1e-7}
+                    m, _ = _fit(lambda Z=Z: lg.GFITC(Z=Z), kw, Xtr, ytr, split)
+                    rec[f"GFITC_{stop}"] = dict(
+                        nll=sr._nll_err(m, Xte, yte)[0],
+                        log_evidence=float(m.history_.objective[-1]),
+                    )
+                for name, (make, kw) in runs.items():
+                    m, secs = _fit(make, kw, Xtr, ytr, split, prior_scale)
+                    m.Z_init_ = torch.as_tensor(Z)
+                    rec[f"{name}_prior"] = dict(
+                        nll=sr._nll_err(m, Xte, yte)[0],
+                        seconds=secs,
+                        steps=m.history_.steps,
+                        objective=float(m.history_.objective[-1]),
+                        **_hyper(m),
+                    )
+            rec["load1"] = os.getloadavg()[0]
+            print(json.dumps(rec), flush=True)
+            if not quick:  # a smoke run keeps no records
+                res["runs"].append(rec)
+                sr._save(PART, stamp(res))
+
+
+def long_run(split: int, frac: float, prior_scale: float, steps: int) -> None:
+    """Both methods with the priors run long (SEP ``steps`` sweeps; GFITC to tol 1e-9 or
+    ``steps`` iterations), and GFITC's EP at SEP's final parameters: do they then agree?"""
+    res = sr._load(PART) or {"runs": []}
+    Xtr, ytr, Xte, yte, Z = sr._split_data("crabs", split, frac)
+    rec = {"frac": frac, "split": split, "M": len(Z), "prior_scale": prior_scale}
+    kws = {"SEP": {"max_steps": steps}, "GFITC": {"max_steps": steps, "tol": 1e-9}}
+    fitted = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, cls in (("SEP", lg.SEP), ("GFITC", lg.GFITC)):
+            m, secs = _fit(lambda cls=cls: cls(Z=Z), kws[name], Xtr, ytr, split, prior_scale)
+            fitted[name] = m
+            o = m.history_.objective
+            rec[name] = dict(
+                nll=sr._nll_err(m, Xte, yte)[0],
+                objective=float(o[-1]),
+                objective_250=float(o[min(249, len(o) - 1)]),
+                steps=m.history_.steps,
+                variance=float(m.kernel.variance),
+            )
+        g = copy.deepcopy(fitted["GFITC"])
+        g.load_state_dict(fitted["SEP"].state_dict())
+        rec["GFITC_at_SEP"] = dict(
+            objective=g.converge(Xtr, ytr) + float(g.log_prior()), nll=sr._nll_err(g, Xte, yte)[0]
+        )
+    print(json.dumps(rec), flush=True)
+    res.setdefault("long", []).append(rec)
+    sr._save(PART, stamp(res))
+
+
+COMMANDS = (
+    "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.15",
+    "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.25",
+    "python benchmarks/sep_crabs_ridge.py --long 5 --fracs 0.15",
+    "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.5",
+)
+
+
+def _summary(rs: list) -> dict:
+    """Counts and extremes of the records ``rs`` of one M."""
+    d = np.array([r["SEP"]["nll"] - r["GFITC"]["nll"] for r in rs])
+    dp = np.array([r["SEP_prior"]["nll"] - r["GFITC_prior"]["nll"] for r in rs])
+    g60 = np.array([abs(r["GFITC_60"]["nll"] - r["GFITC"]["nll"]) for r in rs])
+    g100 = np.array([abs(r["GFITC_100"]["nll"] - r["GFITC"]["nll"]) for r in rs])
+    gap = np.array([r["GFITC"]["log_evidence"] - r["SEP"]["log_evidence"] for r in rs])
+    return {
+        "n": len(rs),
+        "within": int((abs(d) <= 0.01).sum()),
+        "equal_hyp": max(abs(r["GFITC_at_SEP"]["nll"] - r["SEP"]["nll"]) for r in rs),
+        "g60": int((g60 > 0.01).sum()),
+        "g60_max": float(g60.max()),
+        "g100": int((g100 > 0.01).sum()),
+        "g100_max": float(g100.max()),
+        "gap": (float(gap.min()), float(gap.max())),
+        "var_sep": (min(r["SEP"]["variance"] for r in rs), max(r["SEP"]["variance"] for r in rs)),
+        "var_gf": (
+            min(r["GFITC"]["variance"] for r in rs),
+            max(r["GFITC"]["variance"] for r in rs),
+        ),
+        "gf_ls3": sum(sum(v > 1e5 for v in r["GFITC"]["lengthscale"]) >= 3 for r in rs),
+        "Z_gf": (min(r["GFITC"]["Z_moved"] for r in rs), max(r["GFITC"]["Z_moved"] for r in rs)),
+        "Z_sep": max(r["SEP"]["Z_moved"] for r in rs),
+        "ls_sep": max(max(r["SEP"]["lengthscale"]) for r in rs),
+        "within_prior": int((abs(dp) <= 0.01).sum()),
+        "prior_max": float(abs(dp).max()),
+        "mean": {
+            k: float(np.mean([r[k]["nll"] for r in rs]))
+            for k in ("SEP", "GFITC", "SEP_prior", "GFITC_prior")
+        },
+        "gf_prior_stopped": sum(r["GFITC_prior"]["steps"] < 250 for r in rs),
+        "scale": rs[0]["prior_scale"],
+    }
+
+
+def section_lines() -> list[str]:
+    """The markdown of docs/results/sep.md's issue-23 diagnosis (empty without records);
+    ``sep_reproduction.py --report`` includes it."""
+    res = sr._load(PART)
+    if not res or not res["runs"]:
+        return []
+    runs = sorted(res["runs"], key=lambda r: (r["frac"], r["split"]))
+    table = [
+        "| M | split | SEP / GFITC NLL | GFITC at SEP's hyp. | GFITC after 60 / 100 it. "
+        "| log Z SEP / GFITC | variance SEP / GFITC | with prior: SEP / GFITC NLL | diff |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in runs:
+        s, g, gs = r["SEP"], r["GFITC"], r["GFITC_at_SEP"]
+        sp, gp = r["SEP_prior"], r["GFITC_prior"]
+        table.append(
+            f"| {r['M']} | {r['split']} | {s['nll']:.3f} / {g['nll']:.3f} | {gs['nll']:.3f} | "
+            f"{r['GFITC_60']['nll']:.3f} / {r['GFITC_100']['nll']:.3f} | "
+            f"{s['log_evidence']:.1f} / {g['log_evidence']:.1f} | "
+            f"{s['variance']:.2g} / {g['variance']:.2g} | {sp['nll']:.3f} / {gp['nll']:.3f} | "
+            f"{sp['nll'] - gp['nll']:+.3f} |"
+        )
+    bullets, sums = [], {}
+    for frac in sorted({r["frac"] for r in runs}):
+        rs = [r for r in runs if r["frac"] == frac]
+        u = sums[rs[0]["M"]] = _summary(rs)
+        m = u["mean"]
+        bullets.append(
+            f"- M = {rs[0]['M']} ({u['n']} splits): without priors SEP is within 0.01 of GFITC "
+            f"on {u['within']}; GFITC at SEP's hyperparameters gives SEP's NLL to "
+            f"{u['equal_hyp']:.1e} at most; GFITC stopped after 60 / 100 iterations differs "
+            f"from its own final NLL by more than 0.01 on {u['g60']} / {u['g100']} splits "
+            f"(largest {u['g60_max']:.3f} / {u['g100_max']:.3f}); GFITC's final log Z is "
+            f"{u['gap'][0]:.1f} to {u['gap'][1]:.1f} nats above SEP's; signal variance SEP "
+            f"{u['var_sep'][0]:.2g}-{u['var_sep'][1]:.2g}, GFITC "
+            f"{u['var_gf'][0]:.2g}-{u['var_gf'][1]:.2g}; GFITC has three or more lengthscales "
+            f"above 1e5 on {u['gf_ls3']} splits and moved its inducing inputs by "
+            f"{u['Z_gf'][0]:.1g}-{u['Z_gf'][1]:.1g} (Frobenius norm), SEP's largest lengthscale "
+            f"is {u['ls_sep']:.0f} and its inducing inputs moved by at most {u['Z_sep']:.1f}.  "
+            f"With the prior SEP is within 0.01 of "
+            f"GFITC on {u['within_prior']} of {u['n']} (largest difference "
+            f"{u['prior_max']:.3f}); mean NLL SEP {m['SEP_prior']:.3f}, GFITC "
+            f"{m['GFITC_prior']:.3f} (without priors {m['SEP']:.3f} / {m['GFITC']:.3f}); "
+            f"GFITC's L-BFGS with the prior stopped on its tolerance before 250 iterations "
+            f"on {u['gf_prior_stopped']} of {u['n']}."
+        )
+    for r in res.get("long", []):
+        s_, g_, x_ = r["SEP"], r["GFITC"], r["GFITC_at_SEP"]
+        bullets.append(
+            f"- Run long with the priors (`--long {r['split']}`, M = {r['M']}): SEP after "
+            f"{s_['steps']} sweeps log Z_q + log p = {s_['objective']:.2f} (after 250: "
+            f"{s_['objective_250']:.2f}), test NLL {s_['nll']:.3f}; GFITC stopped on tol 1e-9 "
+            f"after {g_['steps']} iterations at {g_['objective']:.2f} (after 250: "
+            f"{g_['objective_250']:.2f}), NLL {g_['nll']:.3f}; GFITC's converged EP at SEP's "
+            f"final parameters: {x_['objective']:.2f}, NLL {x_['nll']:.3f}."
+        )
+    p = res["provenance"]
+    scale = runs[0]["prior_scale"]
+    return [
+        "### Issue 23, second pass: the approximation or the stopping point?",
+        "",
+        "Commands (records in sep_raw/ridge.json, the markdown from `--report`):",
+        "",
+        *[f"    {c}" for c in COMMANDS],
+        "",
+        "Per split, Table 1's data, inducing inputs and seeds, no hyperpriors (the seed's "
+        "protocol): SEP (250 sweeps) and GFITC (L-BFGS, at most 250 iterations, tol 1e-7); "
+        "GFITC's EP run to convergence at SEP's final hyperparameters and inducing inputs "
+        "('GFITC at SEP's hyp.'); GFITC stopped after 60 and 100 iterations.  Then both "
+        "again with the same hyperpriors (MAP-II, `set_prior`: kernel.variance ~ "
+        f"LogNormal(0, {scale:g}), kernel.lengthscale ~ LogNormal(log sqrt(D), {scale:g}), "
+        "centred on the initial values), under which the objective has a maximum.  "
+        f"Run: commit {p['commit']}, {p['date'][:10]}, {p['cpu']}, {p['cpu_count']} cores, "
+        "threads 1, one benchmark process beside other work (1-minute load average "
+        f"{min(r['load1'] for r in runs):.0f}-{max(r['load1'] for r in runs):.0f}); the "
+        "SEP and GFITC code is that of commit 73c992a (later commits of this run touch "
+        "docs, tests and this script only).",
+        "",
+        *table,
+        "",
+        *bullets,
+        "",
+        "Reading: (1) at equal hyperparameters the two approximations predict the same: "
+        "GFITC's EP at SEP's final hyperparameters and inducing inputs reproduces SEP's "
+        "test NLL to 1e-3 or better on every split, so none of the per-split differences "
+        "is the approximation.  (2) Without priors the two stop at different points of a "
+        "ridge on which the EP evidence has no maximum: GFITC's L-BFGS switches three of "
+        "the five inputs off (lengthscales above 1e5), raises the signal variance to about "
+        "1e7-1e8 and moves inducing inputs out to about 1e7 before its relative tolerance "
+        "fires; SEP's 250 sweeps stop at variances of 1e2-1e4 with every lengthscale below "
+        "about 30, 2-5 nats of evidence lower.  GFITC's own NLL depends on where it stops by "
+        "more than 0.01 on several splits (the 60-iteration column); at sweep 250 SEP's "
+        "evidence still rises by 1e-3 to 6e-3 relative per sweep (splits 0 and 3 at M = 30), "
+        "so a stopping rule on the evidence change per sweep would not fire within the "
+        "budget; and on split 0 SEP run to convergence passes GFITC's evidence with a worse "
+        "NLL (above).  No step or stopping rule can therefore single out GFITC's point.  "
+        "(3) With the same priors on both the objective has a maximum, and after 250 "
+        "iterations SEP is within 0.01 of GFITC on the counts above (mean NLL higher than "
+        "without priors: this prior is a diagnostic, not the Table 1 protocol, as the "
+        "seed's fits have none).  Where they still differ, the long run of split 5 shows why: "
+        "GFITC's L-BFGS stalls below the MAP objective that SEP reaches, and GFITC's own EP "
+        "at SEP's point gives SEP's objective and NLL.  The issue's target, SEP within 0.01 "
+        "of GFITC on every split without priors, compares where two optimisers stop on an "
+        "unbounded ridge, not the two approximations; it is not met, and these "
+        "measurements are why.",
+        "",
+    ]
+
+
+def report() -> None:
+    lines = section_lines()
+    print("\n".join(lines) if lines else "no records: run first")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--splits", type=int, default=20, help="run splits first-split..splits-1")
+    ap.add_argument("--first-split", type=int, default=0)
+    ap.add_argument("--fracs", default="0.15", help="M as fractions of all instances")
+    ap.add_argument(
+        "--prior-scale",
+        type=float,
+        default=1.0,
+        help="log-normal prior scale on variance and lengthscales",
+    )
+    ap.add_argument(
+        "--long",
+        type=int,
+        default=None,
+        metavar="SPLIT",
+        help="run split SPLIT (first of --fracs) with the priors to convergence",
+    )
+    ap.add_argument("--long-steps", type=int, default=1500)
+    ap.add_argument("--quick", action="store_true", help="1 split, 20 steps (smoke run)")
+    ap.add_argument("--report", action="store_true", help="print the markdown from the records")
+    args = ap.parse_args(argv)
+    if args.report:
+        report()
+        return
+    torch.set_num_threads(1)
+    fracs = [float(f) for f in args.fracs.split(",")]
+    if args.long is not None:
+        long_run(args.long, fracs[0], args.prior_scale, args.long_steps)
+        return
+    if args.quick:
+        run(1, 0, fracs[:1], args.prior_scale, True)
+        return
+    run(args.splits, args.first_split, fracs, args.prior_scale, False)
+
+
+if __name__ == "__main__":
+    main()
