@@ -138,8 +138,10 @@ def test_the_flat_spelling_is_bit_identical_to_before_the_groups():
     m = Q(
         num_basis=20,
         basis=Q.Basis(kind="rvm", batch=10, seed=1, rvm_update="mackay"),
-        # anchor_every=0: the fixture predates the variance-reduction anchor
+        # the fixture predates the variance-reduction anchor and the Newton step's
+        # default hyperparameter rate (0.03)
         mean_step=Q.Newton(damping=0.8, ridge=0.01, anchor_every=0),
+        hyperparameters=Q.Hyperparameters(lr=0.01),
         augment=True,
     )
     m.fit(X, y, max_steps=15, batch_size=40, seed=2)

@@ -256,18 +256,20 @@ class Hyperparameters(_Group):
     """Adam on the few hyperparameters (kernel of ``basis="rff"``, noise; whether they are
     learned at all is ``learn_hyperparameters=``).
 
-    lr: Adam's learning rate.
+    lr: Adam's learning rate; None: 0.03 with the Newton mean step (whose mean keeps up
+        with faster hyperparameters), 0.01 with gradient steps.
     delay: the number of initial steps during which they stay frozen.
     """
 
     argument = "hyperparameters"
     flat_keywords = {"hyper_lr": "lr", "hyper_delay": "delay"}
 
-    lr: float = 0.01
+    lr: float | None = None
     delay: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lr", check_positive_float(self.lr, "Hyperparameters.lr"))
+        if self.lr is not None:
+            object.__setattr__(self, "lr", check_positive_float(self.lr, "Hyperparameters.lr"))
         delay = check_positive_int(self.delay, "Hyperparameters.delay", minimum=0)
         object.__setattr__(self, "delay", delay)
 
@@ -303,6 +305,8 @@ def resolve_options(given: dict[str, Any], flat: dict[str, Any], *, model: str) 
 
 #: the Basis.batch (m~) of ``batch=None``, by the kind of mean step
 DEFAULT_BASIS_BATCH = {"gradient": 1000, "newton": 250}
+#: the Hyperparameters.lr of ``lr=None``, by the kind of mean step
+DEFAULT_HYPER_LR = {"gradient": 0.01, "newton": 0.03}
 
 
 def grouped_config(config: dict[str, Any]) -> dict[str, Any]:
