@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from machine import file_provenance, stamp
+from qsgp_default_fit import section as default_fit_section
 
 import latentgp as lg
 
@@ -477,6 +478,8 @@ def write_page(cmd: str, args) -> None:
                     f"{np.median([x['sec'] for x in sv]):.0f} |"
                 )
         L.append("")
+    if "default_fit" in parts:
+        L += default_fit_section(parts["default_fit"])
     if "rvm" in parts:
         r = parts["rvm"]["results"]
         L += [

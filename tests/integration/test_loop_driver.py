@@ -184,9 +184,10 @@ def test_optimizer_kwargs_in_sep_and_qsgp(monkeypatch):
     Xr, yr = reg_data()
     kw = dict(batch_size=10, max_steps=1, seed=0, lr=0.1)
     no_cfd = lg.QSGP.Covariance(closed_form_diagonal=False)
-    q0 = lg.QSGP(num_basis=30, learn_hyperparameters=False, covariance=no_cfd)
+    grad = dict(learn_hyperparameters=False, covariance=no_cfd, mean_step="gradient")
+    q0 = lg.QSGP(num_basis=30, **grad)  # AdaGrad on the mean too (the Newton step's isn't)
     q0.fit(Xr, yr, **kw, optimizer_kwargs={"eps": 1e6})
-    q1 = lg.QSGP(num_basis=30, learn_hyperparameters=False, covariance=no_cfd)
+    q1 = lg.QSGP(num_basis=30, **grad)
     q1.fit(Xr, yr, **kw)
     # default eps: the first AdaGrad step moves every touched mu by lr * g / |g| = lr
     step1 = q1.mu.detach().abs()

@@ -513,7 +513,7 @@ def test_newton_mean_step_prunes_the_rvm_where_gradient_steps_do_not():
     X = rng.uniform(-10, 10, (100, 1))
     y = np.sinc(X[:, 0] / np.pi) + 0.1 * rng.standard_normal(100)
     counts = {}
-    for step in ("gradient", "newton"):
+    for step in ("gradient", Newton(damping=0.5)):
         q = lg.QSGP(
             basis=Basis(kind="rvm", batch=50, rvm_update="em"),
             covariance=Covariance(kind="chevron", num_dense=5, closed_form_diagonal=False),
@@ -523,9 +523,9 @@ def test_newton_mean_step_prunes_the_rvm_where_gradient_steps_do_not():
             mean_step=step,
         )
         q.fit(X, y, max_steps=800, batch_size=50, lr=0.01, seed=0, progress=False)
-        counts[step] = q.relevance_vectors(1e4).size
+        counts[str(step)] = q.relevance_vectors(1e4).size
     assert counts["gradient"] > 80
-    assert counts["newton"] < 40
+    assert counts[str(Newton(damping=0.5))] < 40
 
 
 def test_newton_mean_step_arguments_are_checked():
@@ -538,7 +538,8 @@ def test_newton_mean_step_arguments_are_checked():
     with pytest.raises(ValueError, match="Newton.ridge must be"):
         lg.QSGP(mean_step=Newton(ridge=-1.0))
     with pytest.raises(ValueError, match="newton_mean needs"):
-        _model(*_data(), basis="rvm").newton_mean(torch.zeros(2, 2), torch.zeros(2), None, 2)
+        m = _model(*_data(), basis="rvm", mean_step="gradient")
+        m.newton_mean(torch.zeros(2, 2), torch.zeros(2), None, 2)
 
 
 def test_newton_ridge_shortens_the_step_towards_the_gradient():
@@ -564,7 +565,7 @@ def test_newton_ridge_shortens_the_step_towards_the_gradient():
         want = mu + torch.linalg.solve(H + lam * torch.eye(m.m, dtype=H.dtype), g)
         got = m.newton_mean(Xt, yt, U, 30)
     assert torch.allclose(got, want, rtol=1e-8, atol=1e-10)
-    assert m.get_config()["mean_step"] == {"damping": 1.0, "ridge": 0.05}
+    assert m.get_config()["mean_step"] == {"damping": 1.0, "ridge": 0.05, "anchor_every": None}
 
 
 def test_random_feature_qsgp_is_translation_invariant():
@@ -584,3 +585,83 @@ def test_random_feature_qsgp_is_translation_invariant():
         errs.append(np.sqrt(np.mean((mean - yt) ** 2)) / np.std(yt))
     assert errs[0] < 0.5, errs
     np.testing.assert_allclose(errs, errs[0], rtol=0.05)
+
+
+def _exact_mean(m, X, y):
+    """The maximiser ``(Phi^T Phi / s2 + S)^{-1} Phi^T y / s2`` of the exact ELBO in mu at
+    the model's current hyperparameters (scaled targets), with ``Phi`` ``(n, m)``."""
+    Xt = torch.as_tensor(X, dtype=torch.float64)
+    U = torch.arange(m.m)
+    with torch.no_grad():
+        Phi = m.features(Xt, U)
+        s2 = m.likelihood.variance
+        H = Phi.T @ Phi / s2 + m.prior_block(U)
+        want = torch.linalg.solve(H, Phi.T @ m.scale_targets(y) / s2)
+    return Phi, want
+
+
+def test_anchored_newton_step_with_all_rows_is_the_exact_optimum():
+    """With every row in the batch the anchor's correction cancels exactly: from any
+    anchor, one rho = 1 step over all basis functions lands on the optimal mean."""
+    X, y = _data(n=60)
+    m = _model(X, y, basis="rff", num_basis=25, mean_step=Newton(damping=1.0),
+               learn_hyperparameters=False)  # fmt: skip
+    Xt = torch.as_tensor(X, dtype=torch.float64)
+    yt = m.scale_targets(y)
+    with torch.no_grad():
+        anchor = lg.models.qsgp.newton.refresh_anchor(m, Xt, yt)
+        m.mu.add_(0.3)  # the mean has moved since the anchor
+        m.newton_mean(Xt, yt, torch.arange(m.m), len(y), anchor=anchor)
+    Phi, want = _exact_mean(m, X, y)
+    assert torch.allclose(Phi @ m.mu.detach(), Phi @ want, rtol=1e-7, atol=1e-7)
+
+
+def test_anchored_newton_steps_converge_to_the_exact_mean_where_plain_steps_stall():
+    """Minibatch steps (40 of 200 rows, 8 of 40 features per draw) at fixed rho: with the
+    variance-reduction anchor the mean converges to the closed-form optimum of the random-
+    feature model; without it (anchor_every=0) the minibatch noise leaves it far off."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-3, 3, (200, 1))
+    y = np.sin(2 * X[:, 0]) + 0.05 * rng.standard_normal(200)
+    err = {}
+    for every in (None, 0):
+        q = lg.QSGP(40, basis=Basis(kind="rff", batch=8),
+                    mean_step=Newton(damping=0.3, anchor_every=every),
+                    kernel=lg.kernels.RBF(lengthscale=0.7),
+                    likelihood=lg.likelihoods.Gaussian(0.01),
+                    learn_hyperparameters=False)  # fmt: skip
+        q.fit(X, y, max_steps=600, batch_size=40, seed=0, progress=False)
+        Phi, want = _exact_mean(q, X, y)
+        f = Phi @ q.mu.detach()
+        err[every] = float(torch.sqrt(torch.mean((f - Phi @ want) ** 2)))
+    assert err[None] < 1e-3
+    assert err[0] > 20 * err[None]
+
+
+def test_default_gaussian_fit_reaches_the_closed_form_posterior_mean():
+    """``lg.QSGP(m).fit(X, y)`` with every default (Newton step with its anchor, learned
+    hyperparameters, stopped by the automatic rule or its ceiling): the fitted mean is
+    the closed-form posterior mean of the random-feature model at the final
+    hyperparameters, and its predictions match."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-3, 3, (400, 2))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(400)
+    q = lg.QSGP(60).fit(X, y, seed=0, progress=False)
+    assert isinstance(q.mean_step, Newton)
+    Phi, want = _exact_mean(q, X, y)
+    f = Phi @ q.mu.detach()
+    assert float(torch.sqrt(torch.mean((f - Phi @ want) ** 2))) < 0.01 * float(f.std())
+    mean, _ = q.predict_y(X)
+    assert np.sqrt(np.mean((mean - (np.sin(X[:, 0]) * np.cos(X[:, 1]))) ** 2)) < 0.1
+
+
+def test_anchor_every_is_checked_and_a_file_without_mean_step_loads_as_gradient():
+    with pytest.raises(ValueError, match="Newton.anchor_every"):
+        Newton(anchor_every=-1)
+    assert Newton().anchor_interval(36000, 2000, 250) == 18
+    assert Newton().anchor_interval(36000, 500, 250) == 0  # n~ < 4 m~: no anchor
+    assert Newton(anchor_every=0).anchor_interval(36000, 2000, 250) == 0
+    assert Newton(anchor_every=7).anchor_interval(36000, 500, 250) == 7
+    cfg = lg.QSGP(30).get_config()
+    del cfg["mean_step"]
+    assert lg.QSGP.from_config(cfg).mean_step == "gradient"

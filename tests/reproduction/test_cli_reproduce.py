@@ -31,14 +31,15 @@ def test_list_names_every_experiment_script(capsys):
     assert names == list(EXPERIMENTS)
     # helpers, not experiments: the GPflow runner (called by sparse_reproduction), the
     # reliability tables printer, the QSRVM, SLGP-moons, SEP crabs-ridge and BO-trajectory
-    # diagnostics (pages written by hand from their output) and the machine description
-    # the scripts import
+    # diagnostics (pages written by hand from their output), the QSGP default-fit runner (a
+    # section of the qsgp_reproduction page) and the machine description the scripts import
     helpers = {
         "bo_trajectories",
         "gpflow_gplvm_runner",
         "gpflow_sparse_runner",
         "reliability_report",
         "sep_crabs_ridge",
+        "qsgp_default_fit",
         "qsgp_rvm_diagnostic",
         "qsgp_table3_lr",
         "slgp_moons_diagnostic",

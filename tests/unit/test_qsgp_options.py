@@ -138,7 +138,10 @@ def test_the_flat_spelling_is_bit_identical_to_before_the_groups():
     m = Q(
         num_basis=20,
         basis=Q.Basis(kind="rvm", batch=10, seed=1, rvm_update="mackay"),
-        mean_step=Q.Newton(damping=0.8, ridge=0.01),
+        # the fixture predates the variance-reduction anchor and the Newton step's
+        # default hyperparameter rate (0.03)
+        mean_step=Q.Newton(damping=0.8, ridge=0.01, anchor_every=0),
+        hyperparameters=Q.Hyperparameters(lr=0.01),
         augment=True,
     )
     m.fit(X, y, max_steps=15, batch_size=40, seed=2)
@@ -170,7 +173,9 @@ def test_both_spellings_of_one_field_are_refused(kwargs, field):
 
 def test_newton_settings_need_the_newton_step():
     with pytest.raises(ValueError, match="newton_damping= sets the Newton mean step"):
-        Q(newton_damping=0.8)
+        Q(likelihood="bernoulli", newton_damping=0.8)  # its default is the gradient step
+    with pytest.warns(DeprecationWarning):
+        assert Q(newton_damping=0.8).mean_step == Q.Newton(damping=0.8)
     with pytest.raises(ValueError, match="newton_ridge= sets the Newton mean step"):
         Q(mean_step="gradient", newton_ridge=0.1)
 
@@ -243,7 +248,9 @@ def test_shorthands_and_class_attributes():
     m = Q(basis="rvm", covariance="chevron", control_variate=7, mean_step="newton")
     assert m.basis == Q.Basis(kind="rvm") and m.covariance == Q.Covariance(kind="chevron")
     assert m.control_variate == Q.ControlVariate(rank=7) and m.mean_step == Q.Newton()
-    assert Q().mean_step == "gradient" and Q().hyperparameters == Q.Hyperparameters()
+    assert Q().mean_step == Q.Newton() and Q().hyperparameters == Q.Hyperparameters()
+    # the Newton step needs the Gaussian likelihood: the others default to gradient steps
+    assert Q(likelihood="bernoulli").mean_step == "gradient"
     assert Q.Basis is qsgp_options.Basis and lg.QSGP.Newton is qsgp_options.Newton
     # a flat keyword fills a field the shorthand leaves at its default
     with pytest.warns(DeprecationWarning):
@@ -272,7 +279,7 @@ def test_save_load_round_trip_keeps_the_groups(tmp_path):
     _fit(m)
     cfg = m.get_config()
     assert cfg["basis"] == {"kind": "rff", "batch": 12, "seed": 4, "rvm_update": "gradient"}
-    assert cfg["mean_step"] == {"damping": 0.9, "ridge": 0.02}
+    assert cfg["mean_step"] == {"damping": 0.9, "ridge": 0.02, "anchor_every": None}
     assert json.loads(json.dumps(cfg)) == cfg
     m.save(tmp_path / "q.pt")
     with warnings.catch_warnings():

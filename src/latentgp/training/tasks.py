@@ -449,7 +449,7 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
     # basis functions and columns from it
     sampler = Sampler(N, B, opts.seed, mode="none")
     hyper = model.hyper_parameters()
-    hopt = torch.optim.Adam(hyper, lr=model.hyperparameters.lr) if hyper else None
+    hopt = torch.optim.Adam(hyper, lr=model.hyper_lr) if hyper else None
     task = QSGPTask(model, X, ys, B, sampler, rows, hopt, reduce)
     plan = make_plan(model, task, sampler, opts, reduce, identity={"m": model.m})
     plan.tol = tol

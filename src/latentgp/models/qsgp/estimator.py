@@ -48,7 +48,7 @@ from .factor import column_values, dense_factor
 
 def sample_indices(model: GPModel, n: int, batch_size: int, gen: torch.Generator) -> dict:
     """One draw of the indices of a step: data rows ``ell`` (all when ``batch_size >= n``),
-    basis rows ``I`` and ``J`` (``basis.batch`` each, with replacement, scales ``sI``,
+    basis rows ``I`` and ``J`` (``basis_batch`` each, with replacement, scales ``sI``,
     ``sJ`` = m / m~), dense columns ``R`` (without replacement, scale ``sR``), their union
     ``U`` and the positions ``invI``, ``invJ``, ``invR`` of each draw in ``U``."""
     dev = model.mu.device
@@ -58,13 +58,14 @@ def sample_indices(model: GPModel, n: int, batch_size: int, gen: torch.Generator
         s["ell"] = torch.arange(n, device=dev)
     else:
         s["ell"] = torch.randint(n, (batch_size,), generator=gen).to(dev)
-    if model.basis.batch >= m:
+    mt = model.basis_batch
+    if mt >= m:
         s["I"] = s["J"] = torch.arange(m, device=dev)
         s["sI"] = s["sJ"] = 1.0
     else:
-        s["I"] = torch.randint(m, (model.basis.batch,), generator=gen).to(dev)
-        s["J"] = torch.randint(m, (model.basis.batch,), generator=gen).to(dev)
-        s["sI"] = s["sJ"] = m / model.basis.batch
+        s["I"] = torch.randint(m, (mt,), generator=gen).to(dev)
+        s["J"] = torch.randint(m, (mt,), generator=gen).to(dev)
+        s["sI"] = s["sJ"] = m / mt
     num_columns = model.covariance.num_columns
     ncols = min(k, 10) if num_columns is None else min(k, num_columns)
     if ncols >= k:

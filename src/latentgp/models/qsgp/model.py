@@ -35,6 +35,8 @@ from ..base import GPModel, register_model
 from . import control_variates, estimator, newton, rvm
 from .factor import dense_factor, optimal_log_diagonal
 from .options import (
+    DEFAULT_BASIS_BATCH,
+    DEFAULT_HYPER_LR,
     FLAT_KEYWORDS,
     GROUPS,
     Basis,
@@ -49,6 +51,15 @@ from .predict import predictive_moments
 from .step import sparse_step
 
 VARIATIONAL_OPTIMIZERS = ("adagrad", "sgd")
+#: m of ``basis="rff"`` without ``num_basis``
+DEFAULT_NUM_FEATURES = 2000
+#: the step ceiling of a fit without a budget with the Newton mean step (keys of
+#: :data:`latentgp.training.convergence.CEILINGS`)
+NEWTON_CEILING = {"epochs": 30, "floor": 600, "cap": 1000}
+#: and its rule: windows of at least 150 steps (the stochastic default's 50-step windows
+#: and the estimate's noise stopped kin40k after 150-300 steps with the hyperparameters
+#: still moving, RMSE 0.32-0.33), a stricter relative tolerance than its 2e-4
+NEWTON_RULE = {"min_window": 150, "rtol": 5e-5}
 #: the positional order of the arguments after ``num_basis`` before they became
 #: keyword-only (and before the grouped options): old positional calls keep their meaning
 LEGACY_POSITIONAL = (
@@ -65,7 +76,7 @@ class QSGP(GPModel):
 
     Parameters
     ----------
-    num_basis: m; None: 1000 random features, or every training point for the
+    num_basis: m; None: 2000 random features, or every training point for the
         inducing / RVM bases.
     basis: a :class:`Basis` (``lg.QSGP.Basis(kind, batch, seed, rvm_update)``) or its
         kind, ``"rff"`` (default), ``"inducing"`` or ``"rvm"``.
@@ -77,10 +88,12 @@ class QSGP(GPModel):
         ``"full"``.
     control_variate: a :class:`ControlVariate` (``lg.QSGP.ControlVariate(rank,
         nystrom)``) or its rank (default 0: none; Gaussian likelihood only).
-    mean_step: how the sampled rows of the mean move: ``"gradient"`` (default, as in the
-        seed; the sparse optimiser's step) or a :class:`Newton`
-        (``lg.QSGP.Newton(damping, ridge)``, or ``"newton"`` for its defaults; Gaussian
-        likelihood only; a randomised block-Newton step).
+    mean_step: how the sampled rows of the mean move: a :class:`Newton`
+        (``lg.QSGP.Newton(damping, ridge, anchor_every)``, or ``"newton"`` for its
+        defaults; Gaussian likelihood only; a variance-reduced randomised block-Newton
+        step) or ``"gradient"`` (the sparse optimiser's step, as in the seed).  None
+        (default): the Newton step for the Gaussian likelihood, ``"gradient"`` otherwise
+        (docs/design.md says why).
     hyperparameters: a :class:`Hyperparameters` (``lg.QSGP.Hyperparameters(lr, delay)``):
         Adam on the kernel (rff) / noise hyperparameters.
     learn_hyperparameters: empirical Bayes for kernel (rff) / noise / s (rvm); None: all
@@ -135,7 +148,7 @@ class QSGP(GPModel):
         kernel: str | Kernel | None = "rbf",
         covariance: Covariance | str | dict[str, Any] | None = None,
         control_variate: ControlVariate | int | dict[str, Any] | None = None,
-        mean_step: Newton | str | dict[str, Any] = "gradient",
+        mean_step: Newton | str | dict[str, Any] | None = None,
         hyperparameters: Hyperparameters | dict[str, Any] | None = None,
         learn_hyperparameters: bool | None = None,
         augment: bool | None = None,
@@ -143,6 +156,8 @@ class QSGP(GPModel):
     ) -> None:
         flat = {k: common.pop(k) for k in list(common) if k in FLAT_KEYWORDS}
         super().__init__(kernel, likelihood, **common)
+        if mean_step is None and not isinstance(self.likelihood, Gaussian):
+            mean_step = "gradient"  # the Newton step needs the Gaussian likelihood
         given = {
             "basis": basis,
             "covariance": covariance,
@@ -226,7 +241,7 @@ class QSGP(GPModel):
                     f"(basis={self.basis.kind!r} centres one basis function on each)"
                 )
             return self.num_basis
-        return 1000 if self.basis.kind == "rff" else N
+        return DEFAULT_NUM_FEATURES if self.basis.kind == "rff" else N
 
     def _build_for_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         if y.ndim != 1:
@@ -453,12 +468,31 @@ class QSGP(GPModel):
             ps += list(self.kernel.parameters())
         return [p for p in ps if p.requires_grad]
 
+    @property
+    def basis_batch(self) -> int:
+        """m~, the basis functions drawn per index set: ``Basis.batch``, or when None the
+        default of the mean step (:data:`~latentgp.models.qsgp.options.DEFAULT_BASIS_BATCH`)."""
+        if self.basis.batch is not None:
+            return self.basis.batch
+        return DEFAULT_BASIS_BATCH["newton" if isinstance(self.mean_step, Newton) else "gradient"]
+
+    @property
+    def hyper_lr(self) -> float:
+        """Adam's learning rate on the hyperparameters: ``Hyperparameters.lr``, or when None
+        the default of the mean step (:data:`~latentgp.models.qsgp.options.DEFAULT_HYPER_LR`)."""
+        if self.hyperparameters.lr is not None:
+            return self.hyperparameters.lr
+        return DEFAULT_HYPER_LR["newton" if isinstance(self.mean_step, Newton) else "gradient"]
+
     def _default_fit_args(self, N: int) -> dict[str, Any]:
-        return {
-            "optimizer": self.default_optimizer,
-            "lr": self.default_lr,
-            "batch_size": min(N, 500),
-        }
+        args = {"optimizer": self.default_optimizer, "lr": self.default_lr}
+        if not isinstance(self.mean_step, Newton):
+            return {**args, "batch_size": min(N, 500)}
+        # the Newton step estimates an |U| x |U| Hessian block from n~ rows (n~ >> |U|)
+        # and converges in a few hundred steps (docs/design.md): a fit without a budget
+        # stops by the convergence rule within NEWTON_CEILING
+        return {**args, "batch_size": min(N, 2000), "ceiling": dict(NEWTON_CEILING),
+                "convergence": dict(NEWTON_RULE)}  # fmt: skip
 
     # ---------------------------------------------- the training contract (QSGP) --
     def hyper_parameters(self) -> list[nn.Parameter]:
@@ -490,6 +524,7 @@ class QSGP(GPModel):
             sync(self)
         self._ensure_state()
         st = self._train_state
+        st["anchor"] = None  # the Newton step's anchor: refreshed at the fit's first step
         if rvm.needs_column_norms(self) and (first or "colnorm" not in st):
             # |phi_i|^2 over all n points, O(N m) once; from 4096 rows when that is large
             rows = X if N * self.m <= 2e8 else X[torch.randperm(N)[:4096].to(X.device)]
@@ -562,18 +597,25 @@ class QSGP(GPModel):
         return newton.prior_block(self, U)
 
     def newton_mean(
-        self, Xl: torch.Tensor, yl: torch.Tensor, U: torch.Tensor, n: int, reduce: Any = None
+        self,
+        Xl: torch.Tensor,
+        yl: torch.Tensor,
+        U: torch.Tensor,
+        n: int,
+        reduce: Any = None,
+        anchor: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Randomised block-Newton step on ``mu_U`` (``mean_step=lg.QSGP.Newton(...)``; the formula
         is in :mod:`latentgp.models.qsgp.newton`): with all rows and all basis functions
         and rho = 1 one exact Newton step to the optimal mean.  Called by the training
         step; public so that the step can be checked against the closed form (``yl`` in
-        scaled-target units, :meth:`scale_targets`).  Writes ``mu[U]``, returns the new
-        rows.
+        scaled-target units, :meth:`scale_targets`).  ``anchor``: from
+        :func:`latentgp.models.qsgp.newton.refresh_anchor` (None: the plain minibatch
+        gradient).  Writes ``mu[U]``, returns the new rows.
         """
         if not isinstance(self.mean_step, Newton):
             raise ValueError("newton_mean needs mean_step=lg.QSGP.Newton(...) (or 'newton')")
-        return newton.newton_mean(self, Xl, yl, U, n, reduce)
+        return newton.newton_mean(self, Xl, yl, U, n, reduce, anchor)
 
     def rvm_em_update(
         self, U: torch.Tensor, colnorm: torch.Tensor | None, mackay: bool = False

@@ -1,5 +1,5 @@
-"""QSGP's randomised block-Newton mean step (``mean_step=lg.QSGP.Newton(damping, ridge)``,
-Gaussian likelihood).
+"""QSGP's randomised block-Newton mean step (``mean_step=lg.QSGP.Newton(damping, ridge,
+anchor_every)``, Gaussian likelihood; the default mean step of a Gaussian QSGP).
 
 On a minibatch ``B`` of rows and the sampled basis functions ``U``: the block gradient
 ``g_U = (n / |B|) Phi_BU^T (y_B - Phi_B mu) / sigma^2 - S_UU mu_U`` and Hessian block
@@ -14,6 +14,20 @@ docs/results/qsgp_reproduction.md).  ``Newton.ridge`` adds ``ridge * mean(diag H
 the diagonal (Levenberg-Marquardt): with small data batches (n~ / n of a few percent) and
 local kernel columns the minibatch block is nearly singular and undamped steps can wander
 off; 0.01 keeps them in check.
+
+Variance reduction (``Newton.anchor_every``, on by default): the minibatch gradient's
+noise does not vanish at the optimum (it is ``(n / |B|) Phi_BU^T r_B`` with the optimum's
+residual ``r``), so steps at a fixed rho stall at a noise floor of order
+``rho m / |B|`` times the residual variance (kin40k, m = 2000, |B| = 1000: RMSE 0.36
+where the exact mean gives 0.18).  With an *anchor* ``mu_a`` and its full-data gradient
+``G_a = Phi^T (y - Phi mu_a)`` (one O(N m) pass, :func:`refresh_anchor`, every
+``anchor_every`` steps) the step uses the SVRG estimate
+``g_U = G_a[U] / sigma^2 - (n / |B|) Phi_BU^T Phi_B (mu - mu_a) / sigma^2 - S_UU mu_U``:
+unbiased as before, with noise proportional to ``|Phi (mu - mu_a)|``, which vanishes as the
+mean converges -- the steps then converge linearly to the optimal mean like exact block
+coordinate descent.  ``G_a`` is stored without the ``1 / sigma^2`` (so a learned noise
+enters exactly); a change of the random features' hyperparameters since the anchor makes
+it slightly stale until the next refresh.
 """
 
 from __future__ import annotations
@@ -32,17 +46,35 @@ def prior_block(model: GPModel, U: torch.Tensor) -> torch.Tensor:
     return torch.diag(model.prior_diag(U))
 
 
-def phi_mu(model: GPModel, X: torch.Tensor) -> torch.Tensor:
-    """``Phi(X) mu`` over all m basis functions ``(B,)``, chunked over the basis as
-    the predictions are (O(B m) time, O(B chunk) memory)."""
+def phi_mu(model: GPModel, X: torch.Tensor, v: torch.Tensor | None = None) -> torch.Tensor:
+    """``Phi(X) v`` (default ``v = mu``) over all m basis functions ``(B,)``, chunked over
+    the basis as the predictions are (O(B m) time, O(B chunk) memory)."""
     B, m = X.shape[0], model.m
-    mu = model.mu.detach()
+    mu = model.mu.detach() if v is None else v
     f = X.new_zeros(B)
     chunk = max(1, min(m, 2**22 // max(B, 1)))
     for c0 in range(0, m, chunk):
         idx = torch.arange(c0, min(c0 + chunk, m), device=X.device)
         f += model.features(X, idx) @ mu[idx]
     return f
+
+
+def refresh_anchor(model: GPModel, X, y: torch.Tensor, chunk: int = 4096) -> dict:
+    """The anchor of the variance-reduced step at the current mean: ``{"mu": mu_a (m,),
+    "grad": Phi^T (y - Phi mu_a) (m,)}`` over all rows of ``X`` ``(N, D)`` (a tensor or
+    the lazy rows of an out-of-core source, read in slices) and scaled targets ``y`` ``(N,)``;
+    O(N m) time in row chunks, O(m + chunk m / 8) memory."""
+    mu_a = model.mu.detach().clone()
+    grad = torch.zeros_like(mu_a)
+    N, m = X.shape[0], model.m
+    cols = max(1, min(m, 2**22 // chunk))
+    for r0 in range(0, N, chunk):
+        Xc, yc = X[r0 : r0 + chunk], y[r0 : r0 + chunk]
+        r = yc - phi_mu(model, Xc, mu_a)
+        for c0 in range(0, m, cols):
+            idx = torch.arange(c0, min(c0 + cols, m), device=mu_a.device)
+            grad[idx] += model.features(Xc, idx).T @ r
+    return {"mu": mu_a, "grad": grad}
 
 
 def newton_mean(
@@ -52,15 +84,23 @@ def newton_mean(
     U: torch.Tensor,
     n: int,
     reduce: object = None,
+    anchor: dict | None = None,
 ) -> torch.Tensor:
     """One damped block-Newton step on ``mu_U`` from the rows ``(Xl, yl)`` (scaled
     targets) of ``n``; in a process group (``reduce``) the data parts are averaged over
     processes, as the gradients are.  ``H_UU`` gets ``ridge * mean(diag H_UU)``
-    on its diagonal.  Writes ``mu[U]`` and returns the new rows."""
+    on its diagonal.  With an ``anchor`` (:func:`refresh_anchor`) the data gradient is
+    the variance-reduced estimate of the module notes.  Writes ``mu[U]`` and returns the
+    new rows."""
     mu = model.mu.detach()
     Phi = model.features(Xl, U)
-    w = n / (Xl.shape[0] * model.likelihood.variance)
-    g_data, H_data = w * (Phi.T @ (yl - phi_mu(model, Xl))), w * (Phi.T @ Phi)
+    s2 = model.likelihood.variance
+    w = n / (Xl.shape[0] * s2)
+    if anchor is None:
+        g_data = w * (Phi.T @ (yl - phi_mu(model, Xl)))
+    else:
+        g_data = anchor["grad"][U] / s2 - w * (Phi.T @ phi_mu(model, Xl, mu - anchor["mu"]))
+    H_data = w * (Phi.T @ Phi)
     if reduce is not None:
         reduce.mean_([g_data, H_data])
     S = prior_block(model, U)

@@ -80,7 +80,9 @@ class Basis(_Shorthand):
 
     kind: ``"rff"`` (random Fourier features, S = I), ``"inducing"`` (``K(X, Z)``,
         S = K(Z, Z)) or ``"rvm"`` (``K(X, Z)``, S = diag(s) learned: the QSRVM).
-    batch: m~, basis functions drawn per index set (all when >= m).
+    batch: m~, basis functions drawn per index set (all when >= m); None: 1000 with
+        gradient steps on the mean, 250 with the Newton step (whose minibatch Hessian
+        block must be well estimated by n~ rows: |U| <= 2 m~ well below n~).
     seed: seed of the random features / the choice of the centres Z.
     rvm_update: how the RVM precisions s are learned (``kind="rvm"`` only):
         ``"gradient"`` (the seed's sparse optimiser steps on ``log s``), ``"em"`` or
@@ -95,13 +97,14 @@ class Basis(_Shorthand):
     shorthand_described = "'rff', 'inducing' or 'rvm'"
 
     kind: str = "rff"
-    batch: int = 1000
+    batch: int | None = None
     seed: int = 0
     rvm_update: str = "gradient"
 
     def __post_init__(self) -> None:
         check_choice(self.kind, "Basis.kind (basis=)", BASES)
-        object.__setattr__(self, "batch", check_positive_int(self.batch, "Basis.batch"))
+        if self.batch is not None:
+            object.__setattr__(self, "batch", check_positive_int(self.batch, "Basis.batch"))
         object.__setattr__(self, "seed", check_positive_int(self.seed, "Basis.seed", minimum=0))
         check_choice(self.rvm_update, "Basis.rvm_update", RVM_UPDATES)
         if self.rvm_update != "gradient" and self.kind != "rvm":
@@ -188,11 +191,18 @@ class ControlVariate(_Shorthand):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Newton(_Shorthand):
     """The randomised block-Newton mean step (``mean_step=``; :mod:`.newton`; Gaussian
-    likelihood only): ``mu_U += damping * H_UU^{-1} g_U`` on the sampled rows.
+    likelihood only, where it is the default): ``mu_U += damping * H_UU^{-1} g_U`` on the
+    sampled rows.
 
     damping: the step fraction rho, 0 < rho <= 1.
     ridge: Levenberg-Marquardt term: ``H_UU`` gets ``ridge * mean(diag H_UU)`` on its
         diagonal (0.01 keeps steps on small data batches with local kernel columns in check).
+    anchor_every: steps between refreshes of the variance-reduction anchor (one O(N m)
+        pass each, :func:`~latentgp.models.qsgp.newton.refresh_anchor`); None: once per
+        pass over the data, ``ceil(N / n~)`` steps, when ``n~ >= 4 m~`` and no anchor
+        otherwise (the anchored gradient has parts outside the span of a rank-deficient
+        minibatch Hessian block, and steps along them diverge); 0: no anchor (the plain
+        minibatch gradient, which stalls at a noise floor).
 
     Shorthand: ``mean_step="newton"`` (the defaults); ``mean_step="gradient"`` is the
     sparse optimiser's step (the seed's way) instead.
@@ -203,8 +213,9 @@ class Newton(_Shorthand):
     shorthand_fields = ()
     shorthand_described = "'newton'"
 
-    damping: float = 0.5
+    damping: float = 0.3
     ridge: float = 0.0
+    anchor_every: int | None = None
 
     def __post_init__(self) -> None:
         damping = check_positive_float(self.damping, "Newton.damping")
@@ -217,6 +228,18 @@ class Newton(_Shorthand):
         if not math.isfinite(ridge) or ridge < 0:
             raise ValueError(f"Newton.ridge must be a finite number >= 0, got {ridge!r}")
         object.__setattr__(self, "ridge", float(ridge))
+        if self.anchor_every is not None:
+            every = check_positive_int(self.anchor_every, "Newton.anchor_every", minimum=0)
+            object.__setattr__(self, "anchor_every", every)
+
+    def anchor_interval(self, n: int, batch_size: int, basis_batch: int) -> int:
+        """Steps between anchor refreshes for ``n`` rows, ``batch_size`` rows (n~) and
+        ``basis_batch`` basis functions (m~) a draw (0: no anchor)."""
+        if self.anchor_every is not None:
+            return self.anchor_every
+        if min(batch_size, n) < 4 * basis_batch:
+            return 0
+        return max(1, -(-n // max(1, batch_size)))
 
     @classmethod
     def from_shorthand(cls, value: str) -> Newton:
@@ -233,18 +256,20 @@ class Hyperparameters(_Group):
     """Adam on the few hyperparameters (kernel of ``basis="rff"``, noise; whether they are
     learned at all is ``learn_hyperparameters=``).
 
-    lr: Adam's learning rate.
+    lr: Adam's learning rate; None: 0.03 with the Newton mean step (whose mean keeps up
+        with faster hyperparameters), 0.01 with gradient steps.
     delay: the number of initial steps during which they stay frozen.
     """
 
     argument = "hyperparameters"
     flat_keywords = {"hyper_lr": "lr", "hyper_delay": "delay"}
 
-    lr: float = 0.01
+    lr: float | None = None
     delay: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lr", check_positive_float(self.lr, "Hyperparameters.lr"))
+        if self.lr is not None:
+            object.__setattr__(self, "lr", check_positive_float(self.lr, "Hyperparameters.lr"))
         delay = check_positive_int(self.delay, "Hyperparameters.delay", minimum=0)
         object.__setattr__(self, "delay", delay)
 
@@ -265,7 +290,7 @@ def resolve_options(given: dict[str, Any], flat: dict[str, Any], *, model: str) 
     ``"gradient"`` or a :class:`Newton`; the flat ``newton_*`` keywords need the Newton
     step."""
     groups = dict(GROUPS)
-    if given.get("mean_step") in (None, "gradient"):
+    if given.get("mean_step") == "gradient":
         passed = [keyword for keyword in flat if FLAT_KEYWORDS[keyword][0] == "mean_step"]
         if passed:
             raise ValueError(
@@ -278,6 +303,12 @@ def resolve_options(given: dict[str, Any], flat: dict[str, Any], *, model: str) 
     return out
 
 
+#: the Basis.batch (m~) of ``batch=None``, by the kind of mean step
+DEFAULT_BASIS_BATCH = {"gradient": 1000, "newton": 250}
+#: the Hyperparameters.lr of ``lr=None``, by the kind of mean step
+DEFAULT_HYPER_LR = {"gradient": 0.01, "newton": 0.03}
+
+
 def grouped_config(config: dict[str, Any]) -> dict[str, Any]:
     """A QSGP configuration with the options grouped: files written before the groups hold
     them flat (``basis="rff"``, ``basis_batch=...``, ``mean_step="gradient"``,
@@ -286,6 +317,9 @@ def grouped_config(config: dict[str, Any]) -> dict[str, Any]:
     basis other than the RVM, ``num_dense`` / ``num_columns`` of a factor without dense
     columns) are dropped.  A grouped configuration is returned unchanged."""
     cfg = dict(config)
+    # files written before the Newton step existed trained with gradient steps (the
+    # default has since become the Newton step)
+    cfg.setdefault("mean_step", "gradient")
     for argument in ("basis", "covariance"):
         if isinstance(cfg.get(argument), str):
             cfg[argument] = {"kind": cfg[argument]}

@@ -20,7 +20,7 @@ from ..base import GPModel
 from .control_variates import track_control_variate
 from .estimator import elbo_estimate, gather_rows, sample_indices
 from .factor import column_values
-from .newton import newton_mean
+from .newton import newton_mean, refresh_anchor
 from .options import Newton
 from .rvm import closed_form_precisions, rvm_em_update
 
@@ -67,6 +67,10 @@ def sparse_step(
             grads += [p.grad for p in hopt.param_groups[0]["params"] if p.grad is not None]
         reduce.mean_(grads)
     with torch.no_grad():
+        if isinstance(model.mean_step, Newton):
+            every = model.mean_step.anchor_interval(n, batch_size, model.basis_batch)
+            if every and (state.get("anchor") is None or step - state["anchor_step"] >= every):
+                state["anchor"], state["anchor_step"] = refresh_anchor(model, X, y), step
         _update_rows(model, state, s, lv, Xl, yl, n, rows, cv, reduce)
         if hopt is not None and step >= model.hyperparameters.delay:
             finite_step(hopt)
@@ -82,7 +86,7 @@ def _update_rows(model, state, s, lv, Xl, yl, n, rows, cv, reduce) -> None:
         old_C = column_values(U, R, lv["dense"], lv["craw"]).detach()
     rows_cols = (U[:, None], R[None, :])
     if isinstance(model.mean_step, Newton):
-        new_mu = newton_mean(model, Xl, yl, U, n, reduce)
+        new_mu = newton_mean(model, Xl, yl, U, n, reduce, state.get("anchor"))
     else:
         new_mu = rows.update(model.mu, state["G_mu"], U, lv["mu"])
     new_craw = rows.update(model.c_raw, state["G_craw"], U, lv["craw"])
