@@ -98,7 +98,7 @@ class DGPLayer(InducingInputs, nn.Module):
         num_inducing: int,
         *,
         linear_mean: bool,
-        learn_inducing: bool = True,
+        learn_inducing: bool | None = True,
         init_scale: float = 1.0,
         dtype: torch.dtype = torch.float64,
         device: torch.device | None = None,
@@ -106,7 +106,8 @@ class DGPLayer(InducingInputs, nn.Module):
         super().__init__()
         self.dtype_ = dtype
         self.kernel = kernel
-        self.num_inducing, self.learn_inducing = int(num_inducing), bool(learn_inducing)
+        self.num_inducing = int(num_inducing)
+        self.learn_inducing = None if learn_inducing is None else bool(learn_inducing)
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
         self.linear_mean = bool(linear_mean)
         self.kernel.build(self.input_dim, (), dtype, device)
@@ -200,9 +201,22 @@ class DeepGP(GPModel):
         (the paper trains with 1).
     num_predict_samples: S samples forming the predictive mixture.
     bound: ``"elbo"`` (the paper's) or ``"iw"`` (importance-weighted over the samples).
-    learn_inducing: optimise every layer's Z.  inducing_init: ``"kmeans"`` or
-        ``"random"`` for the first layer's Z (inner layers take the previous Z through
-        the mean function).
+    learn_inducing: optimise every layer's Z; None (the default): yes, except in the
+        small-data L-BFGS default fit below, which holds Z at its placement.
+        inducing_init: ``"kmeans"`` or ``"random"`` for the first layer's Z (inner layers
+        take the previous Z through the mean function).
+
+    Default fit.  On up to ``FULL_BATCH_ROWS`` (1,024) rows with a likelihood whose
+    expectation is deterministic, a fit that names no optimiser, learning rate, batch size
+    or budget runs full-batch L-BFGS on the bound with common random numbers
+    (:meth:`fix_training_samples`: ``max(num_samples, FIXED_SAMPLES)`` samples per point,
+    the same at every evaluation, seeded from the fit's seed), Z fixed unless
+    ``learn_inducing`` was given, under SVGP's L-BFGS convergence rule; the objective is
+    then a deterministic sample average of the bound.  Otherwise (more rows, a named
+    choice) Adam at lr 0.01 on fresh samples, as the paper trains.  On scikit-learn's
+    diabetes (309 rows, two layers, M = 64) Adam needed 12,000 steps to reach test NLPD
+    5.451; the L-BFGS default stops by its rule in a few hundred steps at about the same
+    value (``docs/results/defaults.md``, ``docs/design.md``).
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
     ``dtype``, ``noise_variance``.
     """
@@ -226,7 +240,7 @@ class DeepGP(GPModel):
         num_samples: int = 1,
         num_predict_samples: int = 100,
         bound: str = "elbo",
-        learn_inducing: bool = True,
+        learn_inducing: bool | None = None,
         inducing_init: str = "kmeans",
         **common: Any,
     ) -> None:
@@ -243,7 +257,7 @@ class DeepGP(GPModel):
         self.num_predict_samples = check_positive_int(num_predict_samples, "num_predict_samples")
         check_choice(bound, "bound", ("elbo", "iw"))
         self.bound = bound
-        self.learn_inducing = bool(learn_inducing)
+        self.learn_inducing = None if learn_inducing is None else bool(learn_inducing)
         self.inducing_init = check_inducing_init(inducing_init, ("kmeans", "random"))
         self._fixed_samples: tuple[int, int] | None = None  # (S, seed) during a fit
 
@@ -267,7 +281,8 @@ class DeepGP(GPModel):
             args["automatic"] = {"optimizer": "lbfgs", "lr": 1.0,
                                  "convergence": dict(LBFGS_RULE),
                                  "ceiling": dict(LBFGS_CEILING),
-                                 "fixed_samples": max(self.num_samples, FIXED_SAMPLES)}
+                                 "fixed_samples": max(self.num_samples, FIXED_SAMPLES),
+                                 "fixed_inducing": self.learn_inducing is None}
         return args
 
     # ------------------------------------------------------------------ building --
@@ -392,6 +407,11 @@ class DeepGP(GPModel):
         if iw:
             return torch.logsumexp(ell, 0) - math.log(ell.shape[0])
         return ell.mean(0)
+
+    def inducing_parameters(self) -> list[nn.Parameter]:
+        """Every layer's trainable inducing inputs (what the ``"fixed_inducing"`` fit
+        default holds at their placement)."""
+        return [p for layer in self.layers for p in layer.inducing_parameters()]
 
     def kl_divergence(self, factors: list[torch.Tensor] | None = None) -> torch.Tensor:
         """``sum_l KL[q(u_l) || p(u_l)]``."""
