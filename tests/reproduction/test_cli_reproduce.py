@@ -37,6 +37,7 @@ def test_list_names_every_experiment_script(capsys):
         "bo_trajectories",
         "gpflow_gplvm_runner",
         "gpflow_sparse_runner",
+        "gpytorch_deepgp_runner",
         "reliability_report",
         "qsgp_rvm_diagnostic",
         "qsgp_table3_lr",
