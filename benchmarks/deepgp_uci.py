@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/deepgp_uci.py [--datasets housing,concrete,energy]
         [--layers 1,2,3] [--split 0] [--steps 20000]
     .venv/bin/python benchmarks/deepgp_uci.py --report      # docs/results/deepgp.md
+    .venv/bin/python benchmarks/deepgp_uci.py --datasets housing --layers 2 --steps 2000
+        --gpytorch /work/venvs/gpytorch/bin/python   # GPyTorch's DeepGP, same setting
 
 The paper's setting where this machine allows it: M = 100 inducing points per layer,
 RBF ARD kernels, inner layers of width min(D, 30) with the PCA / identity mean function,
@@ -58,6 +60,28 @@ def run(name: str, layers: int, split: int, steps: int) -> dict:
     }
 
 
+def run_gpytorch(name: str, layers: int, split: int, steps: int, python: str) -> dict:
+    """GPyTorch's deep GP on the same split, layers, M and steps
+    (``gpytorch_deepgp_runner.py`` under the interpreter ``python``, which has gpytorch)."""
+    import subprocess
+    import tempfile
+
+    import latentgp.datasets as datasets
+
+    d = datasets.load(f"uci/{name}", split=split)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data.npz")
+        np.savez(path, X_train=d.X_train, y_train=d.y_train, X_test=d.X_test,
+                 y_test=d.y_test)
+        out = subprocess.run(
+            [python, os.path.join(HERE, "gpytorch_deepgp_runner.py"), path, str(layers),
+             str(steps)], capture_output=True, text=True, check=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {**r, "library": f"gpytorch {r.pop('gpytorch')}", "dataset": name,
+            "layers": layers, "split": split, "steps": steps, "num_inducing": 100,
+            "n_train": len(d.y_train)}
+
+
 def _trend(r: dict) -> str:
     if "bound_last_tenth" not in r:
         return "not recorded"
@@ -67,18 +91,20 @@ def _trend(r: dict) -> str:
 def report() -> None:
     rows = [json.loads(line) for line in open(ROWS)] if os.path.exists(ROWS) else []
     last: dict = {}
-    for r in rows:  # the latest run of each (dataset, layers, split, steps)
-        last[(r["dataset"], r["layers"], r["split"], r["steps"])] = r
+    for r in rows:  # the latest run of each (dataset, layers, split, steps, library)
+        last[(r["dataset"], r["layers"], r["split"], r["steps"],
+              r.get("library", "latentgp"))] = r
     lines = [
-        "| dataset | N train | layers | steps | test NLPD | test RMSE | bound / N, last two tenths "
-        "| train s | commit |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| dataset | N train | layers | steps | library | test NLPD | test RMSE "
+        "| bound / N, last two tenths | train s | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for key in sorted(last):
         r = last[key]
         lines.append(
             f"| {r['dataset']} | {r['n_train']} | {r['layers']} | {r['steps']} | "
-            f"{r['nlpd']:.3f} | {r['rmse']:.3f} | {_trend(r)} | {r['train_seconds']} | "
+            f"{r.get('library', 'latentgp')} | {r['nlpd']:.3f} | {r['rmse']:.3f} | "
+            f"{_trend(r)} | {r['train_seconds']} | "
             f"{r['provenance']['commit'][:10]} |"
         )
     path = os.path.join(OUT, "deepgp.md")
@@ -99,6 +125,8 @@ def main() -> None:
     p.add_argument("--split", type=int, default=0)
     p.add_argument("--steps", type=int, default=20000)
     p.add_argument("--report", action="store_true")
+    p.add_argument("--gpytorch", metavar="PYTHON", default=None,
+                   help="run GPyTorch's DeepGP instead, under this interpreter (with gpytorch)")
     p.add_argument("--quick", action="store_true",
                    help="housing, 1 and 2 layers, 200 steps; rows printed, not recorded")
     a = p.parse_args()
@@ -113,7 +141,8 @@ def main() -> None:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     for name in a.datasets.split(","):
         for L in (int(x) for x in a.layers.split(",")):
-            row = stamp(run(name, L, a.split, a.steps))
+            row = stamp(run(name, L, a.split, a.steps) if a.gpytorch is None else
+                        run_gpytorch(name, L, a.split, a.steps, a.gpytorch))
             with open(ROWS, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
             print(json.dumps({k: v for k, v in row.items() if k != "provenance"}), flush=True)

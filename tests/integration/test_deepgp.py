@@ -300,3 +300,81 @@ def test_float32_model_computes_and_predicts_in_float32():
     m, v = model.predict_y(X, as_numpy=False)
     assert m.dtype == v.dtype == torch.float32 and torch.isfinite(m).all()
     assert model.layers[1].Z.dtype == torch.float32
+
+
+def test_fixed_samples_make_the_bound_deterministic_smooth_and_unbiased():
+    X, y = _toy(6, seed=3)
+    model = lg.DeepGP(2, num_inducing=5, hidden_dim=1).initialize(X, y, seed=0)
+    _randomise_q(model, seed=4)
+    ys, Xt = model.scale_targets(y), torch.as_tensor(X)
+    with torch.no_grad():
+        kl = float(model.kl_divergence())
+    mean, var, _ = _elbo_reference(model, X, ys.numpy())
+    S = 20000
+    model.fix_training_samples(S, seed=7)
+    with torch.no_grad():
+        a, b = float(model.objective(Xt, ys, 6)), float(model.objective(Xt, ys, 6))
+    assert a == b  # the same samples at every evaluation, whatever the global RNG did
+    # a sample average of the bound: unbiased for the quadrature value (5 standard errors)
+    assert abs(a + kl - mean.sum()) < 5 * math.sqrt(var.sum() / S)
+    # and a smooth function of the parameters: central differences match autograd
+    model.fix_training_samples(10, seed=7)
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.zero_grad()
+    model.objective(Xt, ys, 6).backward()
+    g = torch.cat([p.grad.reshape(-1) for p in params])
+    d = [torch.randn(p.shape, generator=torch.Generator().manual_seed(1), dtype=p.dtype)
+         for p in params]
+    eps = 1e-6
+    with torch.no_grad():
+        for p, di in zip(params, d, strict=True):
+            p.add_(eps * di)
+        up = float(model.objective(Xt, ys, 6))
+        for p, di in zip(params, d, strict=True):
+            p.sub_(2 * eps * di)
+        down = float(model.objective(Xt, ys, 6))
+    an = float(g @ torch.cat([di.reshape(-1) for di in d]))
+    assert (up - down) / (2 * eps) == pytest.approx(an, rel=1e-5, abs=1e-6)
+    # released: fresh samples again
+    model.fix_training_samples(None)
+    with torch.no_grad():
+        assert float(model.objective(Xt, ys, 6)) != float(model.objective(Xt, ys, 6))
+
+
+def test_small_data_default_is_lbfgs_with_fixed_samples_and_stops_when_converged():
+    X, y = _step(120, 0)
+    assert "automatic" in lg.DeepGP(2).fit_defaults(1024)
+    assert "automatic" not in lg.DeepGP(2).fit_defaults(1025)  # minibatch Adam above
+    model = lg.DeepGP(2, num_inducing=10, hidden_dim=1)
+    model.fit(X, y, seed=0, progress=False)
+    h = model.history_
+    assert h.optimizer == "lbfgs" and h.reason == "converged" and h.steps < 2000
+    Xt, ys = torch.as_tensor(X), model.scale_targets(y)
+    with torch.no_grad():  # the fixed samples belonged to the fit: fresh ones after it
+        assert float(model.objective(Xt, ys, 120)) != float(model.objective(Xt, ys, 120))
+    # the rule fired where it should: 200 more L-BFGS steps on the same fixed samples
+    # (the same seed draws them) gain less than 1e-3 nats per point
+    before = h.objective[-1]
+    model.fit(X, y, seed=0, progress=False, optimizer="lbfgs", max_steps=200)
+    assert model.history_.optimizer == "lbfgs"
+    assert model.history_.objective[-1] - before < 1e-3 * 120
+    # naming Adam gives the paper's fresh samples and minibatch-style steps
+    adam = lg.DeepGP(2, num_inducing=10, hidden_dim=1)
+    adam.fit(X, y, seed=0, progress=False, optimizer="adam", max_steps=3)
+    assert adam.history_.optimizer == "adam"
+
+
+def test_one_layer_default_fit_agrees_with_svgps_default():
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-3, 3, (80, 1))
+    y = np.sin(1.5 * X[:, 0]) + 0.2 * rng.standard_normal(80)
+    Xt = np.linspace(-3, 3, 50)[:, None]
+    yt = np.sin(1.5 * Xt[:, 0])
+    dgp = lg.DeepGP(1, num_inducing=12, learn_inducing=False).fit(X, y, seed=0, progress=False)
+    svgp = lg.SVGP(12, learn_inducing=False).fit(X, y, seed=0, progress=False)
+    assert dgp.history_.optimizer == svgp.history_.optimizer == "lbfgs"
+    assert dgp.history_.reason == svgp.history_.reason == "converged"
+    # the same model and the same optimum, reached in other coordinates (standardised x)
+    assert dgp.elbo(X, y) == pytest.approx(svgp.elbo(X, y), abs=0.05)
+    nl = [-float(np.mean(m.log_predictive_density(Xt, yt))) for m in (dgp, svgp)]
+    assert nl[0] == pytest.approx(nl[1], abs=0.01)

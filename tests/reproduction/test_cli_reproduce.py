@@ -37,6 +37,7 @@ def test_list_names_every_experiment_script(capsys):
         "bo_trajectories",
         "gpflow_gplvm_runner",
         "gpflow_sparse_runner",
+        "gpytorch_deepgp_runner",
         "reliability_report",
         "sep_crabs_ridge",
         "qsgp_default_fit",

@@ -346,6 +346,12 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     task = GradientTask(model, X, y, params, opt, optimizer)
     plan = make_plan(model, task, sampler, opts, reduce)
     plan.held = held
+    fixed = opts.defaults.get("fixed_samples")
+    if fixed:
+        # common random numbers (the deep GP's full-batch L-BFGS): the same samples at every
+        # evaluation make the objective deterministic; their seed comes from the fit's seed
+        model.fix_training_samples(int(fixed), seed=int(torch.randint(2**62, ()).item()))
+        plan.release = lambda: model.fix_training_samples(None)
     return plan
 
 
@@ -439,6 +445,8 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
         finally:
             for p in plan.held:
                 p.requires_grad_(True)
+            if plan.release is not None:
+                plan.release()
         history.optimizer = opts.optimizer
         history.batch_size = min(opts.batch_size, data.num_rows)
         model.history_ = history

@@ -103,7 +103,9 @@ class FitPlan:
     no convergence rule on the objective, only the step ceiling;
     ``objective_offset``/``objective_scale``: for the history and the progress bar;
     ``held``: trainable parameters this fit keeps fixed (``fit`` turns their gradients off
-    for the run and back on after it, however it ends).
+    for the run and back on after it, however it ends); ``release``: called after the run
+    however it ends (undoes a model setting made for this fit only, such as the deep GP's
+    fixed training samples).
     """
 
     task: StepTask
@@ -118,6 +120,7 @@ class FitPlan:
     finish: Callable[[], None] | None = None
     stops_itself: bool = False
     held: list[Any] = dataclasses.field(default_factory=list)
+    release: Callable[[], None] | None = None
 
 
 def make_plan(
