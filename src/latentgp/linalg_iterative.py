@@ -34,6 +34,19 @@ from .options import OptionGroup
 #: user and no faults at 2^20)
 CHUNK_ENTRIES = 1 << 20
 
+#: largest preconditioner rank when ``rank`` is not given, and the entries of ``L``
+#: ``(N, rank)`` it may take (2^25: 256 MiB in float64, so rank 335 at N = 10^5)
+RANK_MAX, RANK_ENTRIES = 1000, 1 << 25
+
+
+def default_rank(num_data: int) -> int:
+    """The preconditioner rank used when :attr:`IterativeOptions.rank` is None:
+    ``min(1000, 2^25 // N, N)``.  On kin40k (D = 8, scaled noise 0.012, N = 3,000) rank
+    100 needed 169 CG iterations and rank 1,000 needed 23, the pivoted Cholesky (``O(N
+    k^2)``) costing less than the products it saved; the SLQ spread falls with the rank
+    too (``docs/results/exact_at_scale.md``)."""
+    return max(1, min(RANK_MAX, RANK_ENTRIES // max(1, num_data), num_data))
+
 Cross = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -45,7 +58,8 @@ class IterativeOptions(OptionGroup):
     max_iter: most CG iterations per solve (a solve that stops there is reported, not
         an error: :attr:`CGResult.converged`).
     num_probes: Rademacher probe vectors of the log-determinant estimate and its gradient.
-    rank: rank of the pivoted-Cholesky preconditioner (0: none).
+    rank: rank of the pivoted-Cholesky preconditioner (0: none; None: :func:`default_rank`
+        of the training size, ``min(1000, 2^25 / N)``).
     seed: seed of the probes; the same probes at every evaluation, so the objective is a
         deterministic function of the parameters (L-BFGS's line search needs that).
     chunk_rows: rows of ``K`` computed at once (None: about 2^22 entries per block).
@@ -61,7 +75,7 @@ class IterativeOptions(OptionGroup):
     tol: float = 1e-6
     max_iter: int = 1000
     num_probes: int = 16
-    rank: int = 100
+    rank: int | None = None
     seed: int = 0
     chunk_rows: int | None = None
     variance: str = "love"
@@ -79,7 +93,8 @@ class IterativeOptions(OptionGroup):
             raise ValueError(f"Iterative: tol must be in (0, 1), got {self.tol!r}")
         whole("max_iter", 1)
         whole("num_probes", 1)
-        whole("rank", 0)
+        if self.rank is not None:
+            whole("rank", 0)
         whole("seed", 0)
         if self.chunk_rows is not None:
             whole("chunk_rows", 1)
@@ -388,10 +403,12 @@ def slq_logdet(
 
 
 def preconditioner_for(
-    operator: KernelOperator, diag: torch.Tensor | None, rank: int
+    operator: KernelOperator, diag: torch.Tensor | None, rank: int | None
 ) -> PivotedCholeskyPreconditioner:
-    """The rank-``rank`` pivoted-Cholesky preconditioner of ``operator``."""
+    """The rank-``rank`` pivoted-Cholesky preconditioner of ``operator`` (None:
+    :func:`default_rank` of its size)."""
     X = operator.X
+    rank = default_rank(operator.size) if rank is None else rank
     if rank > 0:
         if diag is None:
             raise ValueError("a preconditioner of rank > 0 needs the kernel's diagonal")
