@@ -62,7 +62,7 @@ class IterativeOptions(OptionGroup):
         of the training size, ``min(1000, 2^25 / N)``).
     seed: seed of the probes; the same probes at every evaluation, so the objective is a
         deterministic function of the parameters (L-BFGS's line search needs that).
-    chunk_rows: rows of ``K`` computed at once (None: about 2^22 entries per block).
+    chunk_rows: rows of ``K`` computed at once (None: about 2^20 entries per block).
     variance: how predictive variances are computed: ``"love"`` (default: a Lanczos
         cache built once, :class:`LoveCache`, then ``O(N k)`` per test point) or ``"cg"``
         (a CG solve per prediction chunk: exact to ``tol``, one solve per chunk).
