@@ -120,7 +120,7 @@ def test_auto_picks_by_size_and_the_cg_path_has_no_cholesky(monkeypatch):
     X, y, Xs = _data(300)
     m = lg.ExactGP()
     assert m.solver == "auto"
-    assert m.solver_for(50_000) == "cholesky" and m.solver_for(50_001) == "cg"
+    assert m.solver_for(10_000) == "cholesky" and m.solver_for(10_001) == "cg"
     m.cholesky_max = 200  # this instance iterates above 200 points
     assert m.solver_for(300) == "cg"
 
