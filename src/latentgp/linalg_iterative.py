@@ -26,9 +26,26 @@ from .constants import LOG_2PI
 from .linalg import cho_solve, cholesky, logdet_chol
 from .options import OptionGroup
 
-#: entries of one ``(rows, N)`` kernel block when ``chunk_rows`` is not given (2^22:
-#: 32 MiB in float64, the autograd graph of one block a few times that)
-CHUNK_ENTRIES = 1 << 22
+#: entries of one ``(rows, N)`` kernel block when ``chunk_rows`` is not given (2^20:
+#: 8 MiB in float64, the autograd graph of one block a few times that).  Blocks of 32 MiB
+#: and more are above glibc's largest mmap threshold, so every block was a fresh mapping
+#: whose page faults cost more system time than the block's arithmetic (N = 10^4, 17
+#: columns, one thread: 0.64 s system + 0.55 s user per product at 2^22 entries, 0.58 s
+#: user and no faults at 2^20)
+CHUNK_ENTRIES = 1 << 20
+
+#: largest preconditioner rank when ``rank`` is not given, and the entries of ``L``
+#: ``(N, rank)`` it may take (2^25: 256 MiB in float64, so rank 335 at N = 10^5)
+RANK_MAX, RANK_ENTRIES = 1000, 1 << 25
+
+
+def default_rank(num_data: int) -> int:
+    """The preconditioner rank used when :attr:`IterativeOptions.rank` is None:
+    ``min(1000, 2^25 // N, N)``.  On kin40k (D = 8, scaled noise 0.012, N = 3,000) rank
+    100 needed 169 CG iterations and rank 1,000 needed 23, the pivoted Cholesky (``O(N
+    k^2)``) costing less than the products it saved; the SLQ spread falls with the rank
+    too (``docs/results/exact_at_scale.md``)."""
+    return max(1, min(RANK_MAX, RANK_ENTRIES // max(1, num_data), num_data))
 
 Cross = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -41,10 +58,11 @@ class IterativeOptions(OptionGroup):
     max_iter: most CG iterations per solve (a solve that stops there is reported, not
         an error: :attr:`CGResult.converged`).
     num_probes: Rademacher probe vectors of the log-determinant estimate and its gradient.
-    rank: rank of the pivoted-Cholesky preconditioner (0: none).
+    rank: rank of the pivoted-Cholesky preconditioner (0: none; None: :func:`default_rank`
+        of the training size, ``min(1000, 2^25 / N)``).
     seed: seed of the probes; the same probes at every evaluation, so the objective is a
         deterministic function of the parameters (L-BFGS's line search needs that).
-    chunk_rows: rows of ``K`` computed at once (None: about 2^22 entries per block).
+    chunk_rows: rows of ``K`` computed at once (None: about 2^20 entries per block).
     variance: how predictive variances are computed: ``"love"`` (default: a Lanczos
         cache built once, :class:`LoveCache`, then ``O(N k)`` per test point) or ``"cg"``
         (a CG solve per prediction chunk: exact to ``tol``, one solve per chunk).
@@ -57,7 +75,7 @@ class IterativeOptions(OptionGroup):
     tol: float = 1e-6
     max_iter: int = 1000
     num_probes: int = 16
-    rank: int = 100
+    rank: int | None = None
     seed: int = 0
     chunk_rows: int | None = None
     variance: str = "love"
@@ -75,7 +93,8 @@ class IterativeOptions(OptionGroup):
             raise ValueError(f"Iterative: tol must be in (0, 1), got {self.tol!r}")
         whole("max_iter", 1)
         whole("num_probes", 1)
-        whole("rank", 0)
+        if self.rank is not None:
+            whole("rank", 0)
         whole("seed", 0)
         if self.chunk_rows is not None:
             whole("chunk_rows", 1)
@@ -182,7 +201,9 @@ def pivoted_cholesky(
 class PivotedCholeskyPreconditioner:
     """``P = L L^T + s^2 I`` (``L`` ``(N, k)``, ``k = 0`` allowed): solves by the Woodbury
     identity ``P^{-1} V = (V - L C^{-1} L^T V) / s^2`` with ``C = s^2 I_k + L^T L``,
-    ``log|P| = (N - k) log s^2 + log|C|``, and probes of covariance ``P``."""
+    ``log|P| = (N - k) log s^2 + log|C|``, and the symmetric square roots ``P^{+-1/2}``
+    from the thin eigendecomposition ``L L^T = U diag(e) U^T`` (``U`` ``(N, r)``,
+    ``r <= k``): ``P^{p} = s^{2p} I + U diag((e + s^2)^p - s^{2p}) U^T``."""
 
     def __init__(self, L: torch.Tensor, noise: torch.Tensor | float) -> None:
         self.L = L
@@ -190,6 +211,7 @@ class PivotedCholeskyPreconditioner:
         k = L.shape[1]
         C = L.mT @ L + self.noise * torch.eye(k, dtype=L.dtype, device=L.device)
         self.chol_C = cholesky(C, "preconditioner core", jitter=0.0)[0]
+        self._eig: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def rank(self) -> int:
@@ -206,11 +228,35 @@ class PivotedCholeskyPreconditioner:
         N, k = self.L.shape
         return (N - k) * self.noise.log() + logdet_chol(self.chol_C)
 
+    def eigen(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(U, e)``: ``L L^T = U diag(e) U^T`` with ``U`` ``(N, r)`` orthonormal and
+        ``e`` ``(r,)`` positive (directions with ``e <= 1e-12 max(e)`` dropped)."""
+        if self._eig is None:
+            with torch.no_grad():
+                if self.rank == 0:
+                    self._eig = (self.L, self.L.new_zeros(0))
+                else:
+                    evals, V = torch.linalg.eigh(self.L.mT @ self.L)  # L = U diag(e^1/2) V^T
+                    keep = evals > 1e-12 * evals.max().clamp_min(1e-300)
+                    evals, V = evals[keep], V[:, keep]
+                    self._eig = ((self.L @ V) / evals.sqrt(), evals)
+        return self._eig
+
+    def power(self, V: torch.Tensor, p: float) -> torch.Tensor:
+        """``P^p V`` for ``V`` ``(N, C)`` and ``p`` = 1/2 or -1/2."""
+        U, e = self.eigen()
+        out = V * self.noise**p
+        if U.shape[1]:
+            out = out + U @ (((e + self.noise) ** p - self.noise**p)[:, None] * (U.mT @ V))
+        return out
+
     def probes(self, W: torch.Tensor) -> torch.Tensor:
-        """``Z = [L, s I] W`` ``(N, t)`` from ``W`` ``(k + N, t)``: ``E[Z Z^T] = P`` for
-        probes ``W`` with ``E[W W^T] = I`` (Rademacher)."""
-        k = self.rank
-        return self.L @ W[:k] + self.noise.sqrt() * W[k:]
+        """``Z = P^{1/2} W`` ``(N, t)`` from Rademacher ``W`` ``(N, t)``: ``E[Z Z^T] = P``, and
+        the preconditioned start vectors ``P^{-1/2} Z = W`` are Rademacher, so the SLQ
+        estimate of ``log|P^{-1/2} A P^{-1/2}|`` is Hutchinson's with Rademacher probes
+        (variance ``2 sum_{i != j} F_ij^2 / t``, ``F = log(P^{-1/2} A P^{-1/2})``: the
+        diagonal of ``F``, most of it at small noise, adds none)."""
+        return self.power(W, 0.5)
 
 
 @dataclasses.dataclass
@@ -348,7 +394,7 @@ def slq_logdet(
     diagonal, needed when ``rank > 0``).  Returns the estimate and the CG run."""
     pre = preconditioner_for(operator, diag, rank)
     like = operator.X
-    W = rademacher(pre.rank + operator.size, num_probes, generator, like=like)
+    W = rademacher(operator.size, num_probes, generator, like=like)
     Z = pre.probes(W)
     res = conjugate_gradients(
         operator.matmul, Z, precondition=pre.solve, tol=tol, max_iter=max_iter
@@ -357,10 +403,12 @@ def slq_logdet(
 
 
 def preconditioner_for(
-    operator: KernelOperator, diag: torch.Tensor | None, rank: int
+    operator: KernelOperator, diag: torch.Tensor | None, rank: int | None
 ) -> PivotedCholeskyPreconditioner:
-    """The rank-``rank`` pivoted-Cholesky preconditioner of ``operator``."""
+    """The rank-``rank`` pivoted-Cholesky preconditioner of ``operator`` (None:
+    :func:`default_rank` of its size)."""
     X = operator.X
+    rank = default_rank(operator.size) if rank is None else rank
     if rank > 0:
         if diag is None:
             raise ValueError("a preconditioner of rank > 0 needs the kernel's diagonal")
@@ -388,7 +436,7 @@ class _IterativeLogMarginal(torch.autograd.Function):
         op, opts, diag, gen, info = spec
         N, P = R.shape
         pre = preconditioner_for(op, diag, opts.rank)
-        W = rademacher(pre.rank + N, opts.num_probes, gen, like=R)
+        W = rademacher(N, opts.num_probes, gen, like=R)
         Z = pre.probes(W)
         res = conjugate_gradients(
             op.matmul, torch.cat([R.detach(), Z], 1), precondition=pre.solve,
@@ -530,17 +578,7 @@ class LoveCache:
     def __init__(self, operator: KernelOperator, pre: PivotedCholeskyPreconditioner,
                  start: torch.Tensor, steps: int) -> None:
         with torch.no_grad():
-            L, s2 = pre.L, pre.noise
-            if pre.rank:
-                evals, V = torch.linalg.eigh(L.mT @ L)  # L = U diag(sqrt(evals)) V^T
-                keep = evals > 1e-12 * evals.max().clamp_min(1e-300)
-                evals, V = evals[keep], V[:, keep]
-                self.U = (L @ V) / evals.sqrt()
-                self.shrink = (evals + s2).rsqrt() - s2.rsqrt()
-            else:
-                self.U = L
-                self.shrink = L.new_zeros(0)
-            self.s2 = s2
+            self.pre = pre
 
             def apply(Vv):
                 return self.half_inverse(operator.matmul(self.half_inverse(Vv)))
@@ -553,10 +591,7 @@ class LoveCache:
 
     def half_inverse(self, V: torch.Tensor) -> torch.Tensor:
         """``P^{-1/2} V`` for ``V`` ``(N, C)``."""
-        out = V * self.s2.rsqrt()
-        if self.U.shape[1]:
-            out = out + self.U @ (self.shrink[:, None] * (self.U.mT @ V))
-        return out
+        return self.pre.power(V, -0.5)
 
     def quad_form(self, Kxs: torch.Tensor) -> torch.Tensor:
         """``diag(Kxs^T (K + s^2 I)^{-1} Kxs)`` ``(B,)`` (approximately; see the class)."""
@@ -564,7 +599,7 @@ class LoveCache:
         a = self.Q.mT @ v
         w = torch.linalg.solve_triangular(self.chol_T, a, upper=False)
         quad = w.square().sum(0)
-        if self.U.shape[1]:  # preconditioned: A ~ I off the Krylov space
+        if self.pre.rank:  # preconditioned: A ~ I off the Krylov space
             quad = quad + v.square().sum(0) - a.square().sum(0)
         return quad
 

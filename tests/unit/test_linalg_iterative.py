@@ -63,6 +63,13 @@ def test_pivoted_cholesky_full_rank_is_exact_and_preconditioner_algebra():
     V = torch.randn(60, 3, generator=torch.Generator().manual_seed(1), dtype=F64)
     assert torch.allclose(pre.solve(V), torch.linalg.solve(P, V), atol=1e-9)
     assert math.isclose(float(pre.logdet()), float(torch.linalg.slogdet(P)[1]), rel_tol=1e-10)
+    # square roots: P^{1/2} P^{1/2} = P, P^{-1/2} P^{1/2} = I, so probes P^{1/2} W start
+    # the preconditioned Lanczos runs at W itself
+    w, Q = torch.linalg.eigh(P)
+    half = (Q * w.sqrt()) @ Q.mT
+    assert torch.allclose(pre.power(V, 0.5), half @ V, atol=1e-10)
+    assert torch.allclose(pre.power(pre.power(V, 0.5), -0.5), V, atol=1e-10)
+    assert torch.allclose(pre.probes(V), half @ V, atol=1e-10)
 
 
 def test_preconditioner_reduces_cg_iterations():
@@ -120,10 +127,21 @@ def test_slq_logdet_full_lanczos_is_exact_and_monte_carlo_close():
     sd = math.sqrt(2 * off / (64 * 4))
     assert abs(mean - exact) < 4 * sd + 1e-6, (mean, exact, sd)
     assert spread > 0  # genuinely stochastic, the probes differ between seeds
-    # preconditioned (rank 40): much smaller error
-    pre40, _ = slq_logdet(op, num_probes=16, generator=torch.Generator().manual_seed(0),
-                          rank=40, diag=k.diag(X), tol=1e-10)
-    assert abs(float(pre40) - exact) < 1e-2 * abs(exact)
+    # preconditioned (rank 40): log|P| exact, Hutchinson with Rademacher probes on the
+    # remainder F = log(P^{-1/2} K P^{-1/2}) only: sd = sqrt(2 sum_{i!=j} F_ij^2 / t)
+    pre = preconditioner_for(op, k.diag(X), 40)
+    P = pre.L @ pre.L.mT + s2 * torch.eye(150, dtype=F64)
+    wp, Vp = torch.linalg.eigh(P)
+    Pm = (Vp * wp.rsqrt()) @ Vp.mT
+    wa, Va = torch.linalg.eigh(Pm @ _dense(k, X, s2) @ Pm)
+    Flog = (Va * wa.log()) @ Va.mT
+    assert math.isclose(float(pre.logdet()) + float(wa.log().sum()), exact, rel_tol=1e-9)
+    off = float(Flog.square().sum() - Flog.diagonal().square().sum())
+    ests = [float(slq_logdet(op, num_probes=16, generator=torch.Generator().manual_seed(s),
+                             rank=40, diag=k.diag(X), tol=1e-10)[0]) for s in range(4)]
+    sd = math.sqrt(2 * off / (16 * 4))
+    assert sd < 0.5 * math.sqrt(2 * float(Blog.square().sum()) / (16 * 4))  # 3.6x smaller
+    assert abs(sum(ests) / 4 - exact) < 4 * sd, (ests, exact, sd)
 
 
 def _cholesky_logp_and_grad(k, X, s2, y):

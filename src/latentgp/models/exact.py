@@ -134,7 +134,8 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
         ``"cg"`` (the iterative path: conjugate gradients with a pivoted-Cholesky
         preconditioner, stochastic Lanczos quadrature for ``log|K|``, matrix-free chunked
         kernel products, never an ``N x N`` matrix) or ``"auto"`` (default: Cholesky up
-        to :attr:`cholesky_max` = 50,000 training points, CG above).
+        to :attr:`cholesky_max` = 10,000 training points, CG above; ``"cholesky"`` is
+        accepted up to :attr:`max_num_data` = 50,000).
     iterative: the options of the iterative path, an :class:`ExactGP.Iterative`
         (:class:`~latentgp.linalg_iterative.IterativeOptions`) or a dict of its fields:
         CG ``tol``, ``max_iter``, ``num_probes``, preconditioner ``rank``, probe ``seed``,
@@ -148,10 +149,12 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
     #: largest training set accepted by the Cholesky path (an N x N factor of 50,000
     #: points is 20 GB in float64)
     max_num_data = 50_000
-    #: ``solver="auto"`` factorises up to this many training points and iterates above
-    #: (the factor's own limit: on a CPU it is faster than CG wherever it fits; at
-    #: N = 3,000 of kin40k one CG evaluation took 9x a Cholesky one, exact_at_scale.md)
-    cholesky_max = max_num_data
+    #: ``solver="auto"`` factorises up to this many training points and iterates above.
+    #: Measured crossover (kin40k, one thread, CPU seconds per evaluation with gradient,
+    #: exact_at_scale.md): at N = 3,000 the Cholesky evaluation took 0.47x the CG one, at
+    #: N = 10^4 1.2x (54 s against 46 s) and 6.6 GB peak against 0.73 GB, so the factor
+    #: is kept where it is the faster (and exact) path
+    cholesky_max = 10_000
     #: the options of the iterative path (``lg.ExactGP.Iterative(tol=..., rank=...)``)
     Iterative = IterativeOptions
     SOLVERS = ("auto", "cholesky", "cg")
