@@ -154,3 +154,11 @@ def test_slgp_default_on_small_data_is_close_to_the_exact_gp():
     s = -float(np.mean(slgp.log_predictive_density(Xt, yt)))
     assert slgp.history_.holdout["rows"] == 9 + 1  # clamp(ceil(9.0), 10, 2000)
     assert s < e + 0.15, (s, e)
+
+
+def test_a_stop_by_another_callback_keeps_its_reason():
+    X, y = _small(40)
+    model = _capped(_tiny_slgp(), 200)
+    _fit(model, X, y, callbacks=[lambda info: info["step"] >= 7])
+    h = model.history_
+    assert h.steps == 7 and h.reason == "callback" and h.holdout["rows"] == 10

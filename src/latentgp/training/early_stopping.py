@@ -76,6 +76,8 @@ class EarlyStopping:
         self.scores: list[tuple[int, float]] = []
         self.best_score = -math.inf
         self.best_step: int | None = None
+        #: the step after which this callback stopped training (None: it did not)
+        self.stopped_step: int | None = None
         self._best_state: dict[str, torch.Tensor] | None = None
         self._misses = 0
         self._at_best = False
@@ -108,7 +110,10 @@ class EarlyStopping:
             return False
         self._misses += 1
         waited = step - self.best_step >= self.relative_patience * self.best_step
-        return self._misses >= self.patience and waited
+        if self._misses >= self.patience and waited:
+            self.stopped_step = step
+            return True
+        return False
 
     def finish(self, info: dict) -> str | None:
         """Called by the training loop when a fit ends: restore the best parameters."""

@@ -478,7 +478,7 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
         if holdout is not None:
             history.holdout = holdout.record()
             history.events.append(holdout.event())
-            if history.reason == "callback":
+            if history.reason == "callback" and holdout.stop.stopped_step == history.steps:
                 history.stopped = (f"converged: the held-out density stopped improving "
                                    f"(best at step {holdout.stop.best_step})")
                 history.reason = "converged"
