@@ -153,6 +153,8 @@ def test_slgp_default_on_small_data_is_close_to_the_exact_gp():
     e = -float(np.mean(exact.log_predictive_density(Xt, yt)))
     s = -float(np.mean(slgp.log_predictive_density(Xt, yt)))
     assert slgp.history_.holdout["rows"] == 9 + 1  # clamp(ceil(9.0), 10, 2000)
+    # measured: exact 0.241, default 0.331 (stopped at 750 steps, best 500); the same
+    # SLGP on every row for 1,000 / 3,000 steps: 0.782 / 3.394
     assert s < e + 0.15, (s, e)
 
 
