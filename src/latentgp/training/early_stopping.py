@@ -42,6 +42,10 @@ class EarlyStopping:
     patience: scores in a row without improvement before training stops.
     min_delta: improvement in mean log density (nats per point) that counts.
     restore_best: put back the parameters of the best score when training ends.
+    relative_patience: training also goes on while the steps since the best score are
+        fewer than this fraction of the best score's step (0: ``patience`` alone), so
+        that the wait grows with the run, as the windows of the objective's convergence
+        rule do (:mod:`latentgp.training.convergence`).
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class EarlyStopping:
         patience: int = 5,
         min_delta: float = 0.0,
         restore_best: bool = True,
+        relative_patience: float = 0.0,
     ) -> None:
         self.every = check_positive_int(every, "every")
         self.patience = check_positive_int(patience, "patience")
@@ -59,12 +64,20 @@ class EarlyStopping:
                 and min_delta >= 0):
             raise ValueError(f"min_delta must be a finite number >= 0, got {min_delta!r}")
         self.min_delta = float(min_delta)
+        if not (isinstance(relative_patience, (int, float))
+                and math.isfinite(relative_patience) and relative_patience >= 0):
+            raise ValueError(
+                f"relative_patience must be a finite number >= 0, got {relative_patience!r}"
+            )
+        self.relative_patience = float(relative_patience)
         self.restore_best = bool(restore_best)
         self.X_val, self.y_val = X_val, y_val
         #: ``(step, mean log predictive density)`` of every score taken
         self.scores: list[tuple[int, float]] = []
         self.best_score = -math.inf
         self.best_step: int | None = None
+        #: the step after which this callback stopped training (None: it did not)
+        self.stopped_step: int | None = None
         self._best_state: dict[str, torch.Tensor] | None = None
         self._misses = 0
         self._at_best = False
@@ -96,7 +109,11 @@ class EarlyStopping:
             self._at_best = True
             return False
         self._misses += 1
-        return self._misses >= self.patience
+        waited = step - self.best_step >= self.relative_patience * self.best_step
+        if self._misses >= self.patience and waited:
+            self.stopped_step = step
+            return True
+        return False
 
     def finish(self, info: dict) -> str | None:
         """Called by the training loop when a fit ends: restore the best parameters."""

@@ -37,6 +37,7 @@ from ..validation import cap_at_rows, check_learning_rate, check_positive_int, c
 from . import distributed as D
 from .convergence import default_ceiling, default_rule
 from .diagnostics import diagnose_fit
+from .holdout import Holdout, applies
 from .loop import (
     FitHistory,
     RestoringTask,
@@ -414,6 +415,14 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
                               "optimizer_kwargs", "seed", "tol", "checkpoint", "resume",
                               "process_group")},
     )
+    holdout = None
+    if applies(opts.defaults, data, kw, callbacks):  # held-out stopping (training.holdout)
+        holdout = Holdout(opts.defaults["holdout"], data.num_rows, seed)
+        if holdout.rows:
+            data = holdout.split(data)
+            callbacks = [*callbacks, holdout.stop]
+        else:
+            holdout = None
     with seeded_scope(seed, [getattr(model, "device_", None)]), JitterLog() as jitter_log:
         plan = build(model, data, opts)
         rule, total = _automatic_stop(plan, opts, kw["tol"])
@@ -449,6 +458,13 @@ def fit(model: Any, X: Any, y: Any = None, **options: Any) -> Any:
                 plan.release()
         history.optimizer = opts.optimizer
         history.batch_size = min(opts.batch_size, data.num_rows)
+        if holdout is not None:
+            history.holdout = holdout.record()
+            history.events.append(holdout.event())
+            if history.reason == "callback" and holdout.stop.stopped_step == history.steps:
+                history.stopped = (f"converged: the held-out density stopped improving "
+                                   f"(best at step {holdout.stop.best_step})")
+                history.reason = "converged"
         model.history_ = history
         if plan.finish is not None:
             plan.finish()

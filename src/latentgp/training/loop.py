@@ -64,6 +64,8 @@ class FitHistory:
     optimizer: the optimiser that took the steps (e.g. ``"lbfgs"``, ``"adam"``; set by
     :func:`latentgp.training.fit`, which may choose it: see ``GPModel.fit``).
     batch_size: rows per step (N for a full-batch fit).
+    holdout: the automatic held-out stopping rule's record when it ran (rows held out,
+    best step and score, every score: :mod:`latentgp.training.holdout`), else empty.
     """
 
     objective: list[float] = dataclasses.field(default_factory=list)
@@ -76,6 +78,7 @@ class FitHistory:
     events: list[str] = dataclasses.field(default_factory=list)
     optimizer: str = ""
     batch_size: int = 0
+    holdout: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class Sampler:
