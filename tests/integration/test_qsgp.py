@@ -638,15 +638,15 @@ def test_anchored_newton_steps_converge_to_the_exact_mean_where_plain_steps_stal
     assert err[0] > 20 * err[None]
 
 
-def test_default_gaussian_fit_reaches_the_closed_form_posterior_mean():
-    """``lg.QSGP(m).fit(X, y)`` with every default (Newton step with its anchor, learned
+def test_newton_fit_reaches_the_closed_form_posterior_mean():
+    """``lg.QSGP(m, mean_step="newton").fit(X, y)`` with every other default (its anchor, learned
     hyperparameters, stopped by the automatic rule or its ceiling): the fitted mean is
     the closed-form posterior mean of the random-feature model at the final
     hyperparameters, and its predictions match."""
     rng = np.random.default_rng(2)
     X = rng.uniform(-3, 3, (400, 2))
     y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(400)
-    q = lg.QSGP(60).fit(X, y, seed=0, progress=False)
+    q = lg.QSGP(60, mean_step="newton").fit(X, y, seed=0, progress=False)
     assert isinstance(q.mean_step, Newton)
     Phi, want = _exact_mean(q, X, y)
     f = Phi @ q.mu.detach()

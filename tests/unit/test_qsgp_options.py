@@ -248,7 +248,7 @@ def test_shorthands_and_class_attributes():
     m = Q(basis="rvm", covariance="chevron", control_variate=7, mean_step="newton")
     assert m.basis == Q.Basis(kind="rvm") and m.covariance == Q.Covariance(kind="chevron")
     assert m.control_variate == Q.ControlVariate(rank=7) and m.mean_step == Q.Newton()
-    assert Q().mean_step == Q.Newton() and Q().hyperparameters == Q.Hyperparameters()
+    assert Q().mean_step == "gradient" and Q().hyperparameters == Q.Hyperparameters()
     # the Newton step needs the Gaussian likelihood: the others default to gradient steps
     assert Q(likelihood="bernoulli").mean_step == "gradient"
     assert Q.Basis is qsgp_options.Basis and lg.QSGP.Newton is qsgp_options.Newton

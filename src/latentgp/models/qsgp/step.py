@@ -71,7 +71,9 @@ def sparse_step(
             every = model.mean_step.anchor_interval(n, batch_size, model.basis_batch)
             if every and (state.get("anchor") is None or step - state["anchor_step"] >= every):
                 state["anchor"], state["anchor_step"] = refresh_anchor(model, X, y), step
-        _update_rows(model, state, s, lv, Xl, yl, n, rows, cv, reduce)
+        # n_eff: this process's rows count N W / B each, so the mean over processes of
+        # the Newton step's data terms is the one-process value (unequal parts included)
+        _update_rows(model, state, s, lv, Xl, yl, n_eff, rows, cv, reduce)
         if hopt is not None and step >= model.hyperparameters.delay:
             finite_step(hopt)
     return float(value)
