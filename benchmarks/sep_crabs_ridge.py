@@ -1,7 +1,8 @@
 """Issue 23 diagnosis: why SEP (250 sweeps) and GFITC (L-BFGS) disagree on crabs.
 
-For each crabs split of Table 1 (same permutation, inducing inputs and seeds as
-``sep_reproduction.py --parts table1``) this fits, without hyperpriors (the seed's
+For each crabs split of Table 1 (same permutation and seeds as ``sep_reproduction.py
+--parts table1``; its inducing inputs at M = 15%, another draw at 25% and 50%, see
+``sep_reproduction.split_data``) this fits, without hyperpriors (the seed's
 protocol):
 
 - SEP, 250 sweeps, and GFITC, L-BFGS for at most 250 iterations (tol 1e-7);
@@ -75,7 +76,7 @@ def run(splits: int, first_split: int, fracs, prior_scale: float, quick: bool) -
         for frac in fracs:
             if (frac, split) in done:
                 continue
-            Xtr, ytr, Xte, yte, Z = sr._split_data("crabs", split, frac)
+            Xtr, ytr, Xte, yte, Z = sr.split_data("crabs", split, frac)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 rec = {"frac": frac, "split": split, "M": len(Z), "prior_scale": prior_scale}
@@ -129,7 +130,7 @@ def long_run(split: int, frac: float, prior_scale: float, steps: int) -> None:
     """Both methods with the priors run long (SEP ``steps`` sweeps; GFITC to tol 1e-9 or
     ``steps`` iterations), and GFITC's EP at SEP's final parameters: do they then agree?"""
     res = sr._load(PART) or {"runs": []}
-    Xtr, ytr, Xte, yte, Z = sr._split_data("crabs", split, frac)
+    Xtr, ytr, Xte, yte, Z = sr.split_data("crabs", split, frac)
     rec = {"frac": frac, "split": split, "M": len(Z), "prior_scale": prior_scale}
     kws = {"SEP": {"max_steps": steps}, "GFITC": {"max_steps": steps, "tol": 1e-9}}
     fitted = {}
@@ -265,8 +266,10 @@ def section_lines() -> list[str]:
         "",
         *[f"    {c}" for c in COMMANDS],
         "",
-        "Per split, Table 1's data, inducing inputs and seeds, no hyperpriors (the seed's "
-        "protocol): SEP (250 sweeps) and GFITC (L-BFGS, at most 250 iterations, tol 1e-7); "
+        "Per split, Table 1's data and seeds (its inducing inputs at M = 30; at M = 50 and 100 "
+        "another random draw of the same size, both methods sharing it), no hyperpriors "
+        "(the seed's protocol): SEP (250 sweeps) and GFITC (L-BFGS, at most 250 "
+        "iterations, tol 1e-7); "
         "GFITC's EP run to convergence at SEP's final hyperparameters and inducing inputs "
         "('GFITC at SEP's hyp.'); GFITC stopped after 60 and 100 iterations.  Then both "
         "again with the same hyperpriors (MAP-II, `set_prior`: kernel.variance ~ "

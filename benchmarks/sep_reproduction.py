@@ -558,8 +558,12 @@ def diagnostic() -> None:
 OLD_RULE = {"log_space": False, "backtrack": False}
 
 
-def _split_data(name: str, split: int, frac: float):
-    """Table 1's split ``split`` of ``name`` (same permutation and inducing inputs)."""
+def split_data(name: str, split: int, frac: float):
+    """Table 1's split ``split`` of ``name``: the same permutation and standardisation, and
+    inducing inputs drawn by the same generator right after the permutation.  For the
+    first fraction (``FRACTIONS[0]``, 15%) they are Table 1's; Table 1 draws the inducing
+    inputs of the larger fractions after those of the smaller ones, so at 25% and 50%
+    they are another draw of the same size."""
     X, y = _all_data(name)
     rng = np.random.default_rng(1000 + split)
     perm = rng.permutation(len(X))
@@ -579,7 +583,7 @@ def steprule(sets, first_split: int, splits: int, frac: float = 0.15) -> None:
     _warm_up()
     for split in range(first_split, splits):
         for name in sets:
-            Xtr, ytr, Xte, yte, Z = _split_data(name, split, frac)
+            Xtr, ytr, Xte, yte, Z = split_data(name, split, frac)
             for rule, kw in (("old", OLD_RULE), ("new", None)):
                 if (name, frac, split, rule) in done:
                     continue

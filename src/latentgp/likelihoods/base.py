@@ -353,8 +353,7 @@ class CallableLikelihood(Likelihood):
         ``f = 0``, the latent value of a zero-mean model before training (the first
         call of the expectation would make), unless ``differentiable`` was declared."""
         if self.latent_dim == 1 and self.differentiable is None:
-            self.inspect(y, torch.zeros_like(y, dtype=torch.get_default_dtype()
-                                             if not y.is_floating_point() else y.dtype))
+            self.inspect(y, torch.zeros_like(y))  # y: the model's float dtype
 
     def inspect(self, y: torch.Tensor, f: torch.Tensor) -> bool:
         """Find out, once, with the real arguments ``y`` and ``f``, how ``fn`` evaluates;
