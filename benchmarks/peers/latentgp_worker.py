@@ -39,6 +39,7 @@ def setup(cmd):
         pos=0,
         N=X.shape[0],
         opt=_optimizer(model, cmd, X.shape[0]),
+        alternate=cmd.get("optimizer", "adam") == "ngd" and bool(cmd.get("ngd_alternate")),
         Xte=torch.as_tensor(d["X_test"], dtype=dtype),
         yte=d["y_test"],
     )
@@ -55,6 +56,7 @@ def _optimizer(model, cmd, N):
     from latentgp.training.natural import make_natural_adam
 
     extra = {} if cmd.get("ngd_lr") is None else {"natural_lr": float(cmd["ngd_lr"])}
+    extra["natural_alternate"] = bool(cmd.get("ngd_alternate", False))
     return make_natural_adam(model, params, float(cmd["lr"]), N, extra)
 
 
@@ -67,10 +69,18 @@ def train(cmd):
         state["pos"] += 1
         xb, yb = state["X"][idx], state["y"][idx]
         t0, c0 = time.perf_counter(), time.process_time()
-        opt.zero_grad(set_to_none=True)
-        loss = -m.objective(xb, yb, N) / N
-        loss.backward()
-        opt.step()
+
+        def closure(xb=xb, yb=yb):
+            opt.zero_grad(set_to_none=True)
+            loss = -m.objective(xb, yb, N) / N
+            loss.backward()
+            return loss
+
+        loss = closure()
+        if state["alternate"]:  # the natural step, then Adam from the gradient at the new q
+            opt.step(closure)
+        else:
+            opt.step()
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     return {"times": times, "cpu_times": cpu, "loss": float(loss)}

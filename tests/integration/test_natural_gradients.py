@@ -162,3 +162,96 @@ def test_models_without_gaussian_q_are_refused():
         lg.SVGP(num_inducing=5).fit(
             X, y, optimizer="natural", optimizer_kwargs={"natural_lr": 2.0}, max_steps=2
         )
+
+
+def _loss_closure(m, X, y):
+    Xt, yt = torch.as_tensor(X), m.scale_targets(y)
+
+    def closure():
+        m.zero_grad(set_to_none=True)
+        loss = -m.objective(Xt, yt, X.shape[0]) / X.shape[0]
+        loss.backward()
+        return loss
+
+    return closure
+
+
+def test_alternating_step_takes_adam_from_the_gradient_at_the_new_q():
+    """``alternate``: the natural step on q, then Adam on the rest from the gradient at the
+    new q; rebuilt by hand from a q-only natural step and a plain torch Adam step, and
+    different from the shared-gradient step."""
+    X, y = _reg()
+    m = lg.SVGP(num_inducing=6)
+    m.fit(X, y, max_steps=1, seed=0)
+    ref, shared = copy.deepcopy(m), copy.deepcopy(m)
+
+    def others(model):
+        own = {id(model.q.q_mu), id(model.q.q_sqrt_raw)}
+        return [p for p in model.parameters() if p.requires_grad and id(p) not in own]
+
+    closure = _loss_closure(m, X, y)
+    opt = NaturalAdam([m.q], list(m.parameters()), lr=0.05, num_data=len(X), natural_lr=0.5)
+    closure()
+    assert opt.step(closure) is True
+
+    # by hand: the same natural step alone, then torch's Adam from a fresh gradient
+    rc = _loss_closure(ref, X, y)
+    q_only = NaturalAdam([ref.q], [ref.q.q_mu, ref.q.q_sqrt_raw], lr=0.05,
+                         num_data=len(X), natural_lr=0.5)
+    rc()
+    q_only.step()
+    adam = torch.optim.Adam(others(ref), lr=0.05)
+    rc()
+    adam.step()
+    for a, b in zip(m.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+
+    sc = _loss_closure(shared, X, y)
+    opt2 = NaturalAdam([shared.q], list(shared.parameters()), lr=0.05, num_data=len(X),
+                       natural_lr=0.5, alternate=False)
+    sc()
+    opt2.step(sc)
+    pairs = zip(others(m), others(shared), strict=True)
+    diffs = [float((a - b).detach().abs().max()) for a, b in pairs]
+    assert max(diffs) > 1e-6  # the two rules differ in Adam's step
+
+
+def test_alternating_conjugate_step_lands_q_at_the_optimum_of_the_old_hyperparameters():
+    """Full batch, Gaussian likelihood, rate 1: q lands at the closed-form optimum for the
+    hyperparameters the step started from, while Adam moves the hyperparameters."""
+    X, y = _reg()
+    m = lg.SVGP(num_inducing=8)
+    m.fit(X, y, max_steps=1, seed=0)
+    ref = copy.deepcopy(m)
+    ref.set_optimal_variational(X, y)
+    closure = _loss_closure(m, X, y)
+    opt = NaturalAdam([m.q], list(m.parameters()), lr=0.05, num_data=len(X), natural_lr=1.0)
+    closure()
+    opt.step(closure)
+    torch.testing.assert_close(m.q.q_mu, ref.q.q_mu, rtol=1e-8, atol=1e-9)
+    torch.testing.assert_close(torch.tril(m.q.q_sqrt_raw), torch.tril(ref.q.q_sqrt_raw),
+                               rtol=1e-8, atol=1e-9)
+    assert abs(float(m.likelihood.variance - ref.likelihood.variance)) > 1e-4
+
+
+def test_alternating_step_refuses_a_non_finite_second_evaluation():
+    X, y = _reg()
+    m = lg.SVGP(num_inducing=6)
+    m.fit(X, y, max_steps=1, seed=0)
+    before = [p.detach().clone() for p in m.parameters() if p is not m.q.q_mu
+              and p is not m.q.q_sqrt_raw]
+    closure = _loss_closure(m, X, y)
+    opt = NaturalAdam([m.q], list(m.parameters()), lr=0.05, num_data=len(X), natural_lr=0.5)
+    closure()
+
+    def broken():
+        closure()
+        return torch.tensor(float("nan"))
+
+    assert opt.step(broken) is False
+    after = [p.detach() for p in m.parameters() if p is not m.q.q_mu
+             and p is not m.q.q_sqrt_raw]
+    for a, b in zip(before, after, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)  # Adam's step not taken
+    with pytest.raises(ValueError, match="natural_alternate"):
+        NaturalAdam([m.q], list(m.parameters()), lr=0.05, num_data=len(X), alternate="yes")

@@ -467,8 +467,9 @@ class GPModel(HyperpriorMixin, nn.Module):
         ``self.history_``.  ``optimizer_kwargs`` (a dict) go to the ``torch.optim``
         constructor, e.g. ``{"rho": 0.95, "eps": 1e-6}`` for adadelta (see
         :func:`latentgp.training.make_optimizer`); ``optimizer="natural"`` takes
-        natural-gradient steps on a Gaussian q(u) and Adam on the rest, with
-        ``optimizer_kwargs={"natural_lr": ..., "natural_warmup": ...}`` (see
+        natural-gradient steps on a Gaussian q(u) and Adam on the rest (Adam's step from
+        the gradient at the new q), with ``optimizer_kwargs={"natural_lr": ...,
+        "natural_warmup": ..., "natural_alternate": ...}`` (see
         :mod:`latentgp.training.natural`).  With ``checkpoint=path`` the run writes
         resumable checkpoints (every ``checkpoint_every`` steps / ``checkpoint_seconds``
         seconds, at the end and on Ctrl-C); ``resume=True`` continues from one.  Inside a

@@ -189,7 +189,11 @@ class GradientTask(RestoringTask):
             closure()
             value = closure.value
             ok = math.isfinite(value) and _grads_finite(self.params)
-            if ok:
+            if ok and self.optimizer == "natural":
+                # the natural step, then (alternating) Adam's from a fresh evaluation
+                ok = self.opt.step(closure)
+                self.model.apply_bounds()
+            elif ok:
                 self.opt.step()
                 self.model.apply_bounds()
         return value, ok
