@@ -1,7 +1,7 @@
 """Where an SVGP training step spends its time, what torch.compile and a fused ELBO give,
 and the float32 / float64 step against GPyTorch and GPflow (issue 24, items 3 and 4).
 
-Five parts, each on the flights stand-in (standardised), one thread per process:
+Six parts, each on the flights stand-in (standardised), one thread per process:
 
 - ``profile``: torch.profiler over latentgp's Adam step at M = 256, B = 1024 (float64 and
   float32), each operation's self time grouped into parts (matrix products, triangular
@@ -17,7 +17,9 @@ Five parts, each on the flights stand-in (standardised), one thread per process:
 - ``peers``: latentgp, GPyTorch and GPflow in their worker processes
   (``benchmarks/peers``), interleaved: per-step wall and CPU seconds, test RMSE / NLPD
   (NaN checks), prediction throughput and %GEMM, for the float32 grid (M = 256 and 1,024)
-  and the float64 targets (M = 256, B = 1024; M = 1024, B = 4096).
+  and the float64 target (M = 256, B = 1024).
+- ``large``: latentgp alone at M = 1,024, B = 4,096, float64: the step's %GEMM; and
+  prediction's %GEMM at M = 256 and 1,024.
 
     .venv/bin/python benchmarks/step_profile.py            # all parts (about 20 minutes)
     .venv/bin/python benchmarks/step_profile.py --quick    # small smoke run
@@ -330,17 +332,131 @@ def peers_config(workers, data, M: int, B: int, dtype: str, steps: int, reps: in
     return res
 
 
+# ------------------------------------------------------------------ large / predict --
+def large_step(data, M: int, B: int, dtype: str, steps: int, predict: dict) -> dict:
+    """latentgp alone, in this process: CPU ms per Adam step at (M, B) and %GEMM under the
+    count ``7 B M^2 + M^3``; prediction (mean and variance) throughput per CPU second at
+    each ``predict`` entry ``{M: n_points}`` and %GEMM under ``2 n M^2``."""
+    X, y, Xte, yte, _ = data
+    out: dict = {"M": M, "B": B, "dtype": dtype}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "work.npz")
+        prepare(path, X, y, Xte, yte, M, B, steps + 1)
+        step = make_step(st := latentgp_state(path, M, B, dtype))
+        step()
+        out["step_cpu_ms"] = cpu_ms(step, steps)
+        out["gemm_gflops"] = gemm_rate(getattr(torch, dtype))
+        del st, step
+        out["predict"] = []
+        for Mp, n in predict.items():
+            prepare(path, X, y, Xte, yte, Mp, 256, 1)
+            model = latentgp_state(path, Mp, 256, dtype)["model"]
+            Xp = torch.as_tensor(Xte, dtype=getattr(torch, dtype)).repeat(
+                math.ceil(n / Xte.shape[0]), 1)[:n]
+            model.eval()
+            model.predict_f(Xp[:100])  # builds the prediction cache
+            t = []
+            for _ in range(3):
+                c = time.process_time()
+                model.predict_f(Xp, as_numpy=False)
+                t.append(time.process_time() - c)
+            out["predict"].append({"M": Mp, "n": n, "cpu_s": t,
+                                   "gemm_gflops": gemm_rate(getattr(torch, dtype))})
+    return out
+
+
+# ------------------------------------------------------------------ report --
+def _med(v: list[float]) -> float:
+    return statistics.median(v)
+
+
+def render(result: dict) -> str:
+    """The page's tables (markdown) from a result of :func:`main`."""
+    out: list[str] = []
+    for pr in result.get("profile", []):
+        step, gemm = _med(pr["step_cpu_ms"]), pr["gemm_gflops"]
+        total = sum(p["ms"] for p in pr["parts"].values())
+        out += [f"**{pr['dtype']}, M = {pr['M']}, B = {pr['B']}**: step {step:.1f} ms CPU "
+                f"(median of {len(pr['step_cpu_ms'])}, no profiler); parts below sum to "
+                f"{total:.1f} ms; GEMM {gemm:.0f} GFLOP/s (1,024 x 1,024, this process).", "",
+                "| part | ms per step | share of parts | calls | GFLOP | GFLOP/s | % of GEMM |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for name, p in sorted(pr["parts"].items(), key=lambda kv: -kv[1]["ms"]):
+            rate = p["gflop"] / (p["ms"] / 1e3) if p["gflop"] and p["ms"] else None
+            out.append(
+                f"| {name} | {p['ms']:.2f} | {100 * p['ms'] / total:.0f}% | {p['calls']} | "
+                + (f"{p['gflop']:.3f} | {rate:.1f} | {100 * rate / gemm:.0f}% |" if rate
+                   else "– | – | – |"))
+        out += [f"| rest: Python between operations (step minus the parts) | "
+                f"{step - total:.2f} | – | – | – | – | – |", ""]
+    for cf in result.get("compile_fused", []):
+        t = {k: _med(v) for k, v in cf["step_cpu_ms"].items()}
+        line = (f"**{cf['dtype']}**: eager {t['eager']:.1f} ms, fused ELBO {t['fused']:.1f} ms "
+                f"({t['fused'] / t['eager']:.2f}x; loss within "
+                f"{cf['fused_vs_eager']['loss_rel']:.1e}, gradients within "
+                f"{cf['fused_vs_eager']['grad_max_rel']:.1e} of eager)")
+        if "compiled" in t:
+            c = cf["compile"]
+            line += (f", torch.compile {t['compiled']:.1f} ms ({t['compiled'] / t['eager']:.2f}x"
+                     f"; compiling took {c['cpu_s']:.0f} CPU s / {c['wall_s']:.0f} wall s; loss "
+                     f"within {c['loss_rel']:.1e}, gradients within {c['grad_max_rel']:.1e})")
+        out += [line + "; CPU ms per step, medians of interleaved repetitions.", ""]
+    if result.get("peers"):
+        out += ["| M | B | dtype | library | step CPU ms (min / med / max) | wall ms (med) | "
+                "vs latentgp (CPU) | % GEMM | RMSE | NLPD | predict pts per CPU s | "
+                "predict % GEMM | load |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for c in result["peers"]:
+            M, B = c["M"], c["B"]
+            gemm = _med([c["gemm_gflops"], c["gemm_after"]])
+            ours = _med(c["results"]["latentgp"]["cpu_ms"])
+            for lib, v in c["results"].items():
+                cpu = _med(v["cpu_ms"])
+                gf = (7 * B * M * M + M**3) / (cpu / 1e3) / 1e9
+                pts = v.get("predict_cpu_pts_per_s") or v["predict_pts_per_s"]
+                pg = 2 * M * M * pts / 1e9
+                out.append(
+                    f"| {M} | {B} | {c['dtype']} | {lib} | {min(v['cpu_ms']):.1f} / {cpu:.1f} / "
+                    f"{max(v['cpu_ms']):.1f} | {_med(v['wall_ms']):.1f} | {cpu / ours:.2f}x | "
+                    f"{100 * gf / gemm:.0f}% | {v['rmse']:.4f} | {v['nlpd']:.4f} | {pts:,.0f} | "
+                    f"{100 * pg / gemm:.0f}% | {c['load']:.1f} |")
+        out.append("")
+    lg_ = result.get("large")
+    if lg_:
+        M, B, step = lg_["M"], lg_["B"], _med(lg_["step_cpu_ms"])
+        gf = (7 * B * M * M + M**3) / (step / 1e3) / 1e9
+        out += [f"latentgp alone, {lg_['dtype']}, M = {M}, B = {B}: step {step:.0f} ms CPU "
+                f"(median of {len(lg_['step_cpu_ms'])}) = {gf:.1f} GFLOP/s = "
+                f"{100 * gf / lg_['gemm_gflops']:.0f}% of GEMM ({lg_['gemm_gflops']:.0f} GFLOP/s)."]
+        for p in lg_["predict"]:
+            pts = p["n"] / _med(p["cpu_s"])
+            pg = 2 * p["M"] ** 2 * pts / 1e9
+            out.append(f"Prediction (mean and variance), M = {p['M']}: {pts:,.0f} points per "
+                       f"CPU s = {pg:.1f} GFLOP/s = {100 * pg / p['gemm_gflops']:.0f}% of GEMM.")
+        out.append("")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--parts", default="profile,compile,fused,peers")
+    ap.add_argument("--parts", default="peers,large,profile,fused,compile")
     ap.add_argument("--peers", default="gpytorch,gpflow")
-    ap.add_argument("--configs", default="256:1024:float64,256:1024:float32,"
-                    "1024:1024:float32,1024:4096:float64",
+    ap.add_argument("--configs", default="256:1024:float64,256:1024:float32,1024:1024:float32",
                     help="peer configurations M:B:dtype")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions")
+    ap.add_argument("--steps", type=int, default=5, help="steps per repetition")
+    ap.add_argument("--profile-steps", type=int, default=15)
     ap.add_argument("--out", default=os.path.join(RESULTS, "step_profile.json"))
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other parts already in --out (run parts separately)")
+    ap.add_argument("--report", action="store_true",
+                    help="print the page's tables from --out and exit")
     args = ap.parse_args()
+    if args.report:
+        with open(args.out) as fh:
+            print(render(json.load(fh)))
+        return
     # inductor compiles in this process (no worker pool on the other, shared core)
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     torch.set_num_threads(1)
@@ -348,9 +464,15 @@ def main() -> None:
     configs = [(int(a), int(b), c) for a, b, c in (s.split(":") for s in args.configs.split(","))]
     if args.quick:
         configs = [(64, 256, "float64"), (64, 256, "float32")]
+        args.reps, args.steps, args.profile_steps = 1, 2, 5
     M0, B0 = (64, 256) if args.quick else (256, 1024)
     data = load_data("flights", args.quick)
     result: dict = {"load_before": load_avg(), "parts": parts}
+    if args.merge and os.path.exists(args.out):
+        with open(args.out) as fh:
+            old = json.load(fh)
+        result = old  # its provenance goes to provenance["previous"] (machine.stamp)
+        result.setdefault("runs", []).append({"parts": parts, "load_before": load_avg()})
     t_start = time.perf_counter()
 
     def save():
@@ -362,23 +484,6 @@ def main() -> None:
                 [{"results": r} for c in result.get("peers", []) for r in [c["results"]]])),
                 fh, indent=1)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "work.npz")
-        X, y, Xte, yte, _ = data
-        prepare(path, X, y, Xte, yte, M0, B0, 2000)
-        if "profile" in parts:
-            result["profile"] = [profile_step(path, M0, B0, dt, 5 if args.quick else 30)
-                                 for dt in ("float64", "float32")]
-            save()
-            print("profile done", flush=True)
-        if "compile" in parts or "fused" in parts:
-            result["compile_fused"] = [
-                compile_and_fused(path, M0, B0, dt, 3 if args.quick else 10,
-                                  2 if args.quick else 5,
-                                  "compile" in parts and dt == "float64")  # one compile
-                for dt in ("float64", "float32")]
-            save()
-            print("compile/fused done", flush=True)
     if "peers" in parts:
         workers = make_workers(args.peers.split(","), 1)
         result["peers"] = []
@@ -388,8 +493,8 @@ def main() -> None:
                 n_pred = int(min(100_000, max(5_000, 100_000 * (256 / M) ** 2)))
                 if args.quick:
                     n_pred = 2_000
-                r = peers_config(workers, data, M, B, dt, 2 if args.quick else 5,
-                                 1 if args.quick else args.reps, 2, n_pred)
+                r = peers_config(workers, data, M, B, dt, args.steps, args.reps,
+                                 1 if args.quick else 2, n_pred)
                 result["peers"].append({"M": M, "B": B, "dtype": dt, "gemm_gflops": g,
                                         "gemm_after": gemm_rate(getattr(torch, dt)),
                                         "load": load_avg(), "predict_n": n_pred,
@@ -401,6 +506,29 @@ def main() -> None:
         finally:
             for w in workers:
                 w.close()
+    if "large" in parts:
+        result["large"] = large_step(
+            data, 256 if args.quick else 1024, 1024 if args.quick else 4096, "float64",
+            2 if args.quick else 3,
+            {64: 2_000} if args.quick else {256: 100_000, 1024: 10_000})
+        save()
+        print("large done", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "work.npz")
+        X, y, Xte, yte, _ = data
+        prepare(path, X, y, Xte, yte, M0, B0, 2000)
+        if "profile" in parts:
+            result["profile"] = [profile_step(path, M0, B0, dt, args.profile_steps)
+                                 for dt in ("float64", "float32")]
+            save()
+            print("profile done", flush=True)
+        if "compile" in parts or "fused" in parts:
+            result["compile_fused"] = [
+                compile_and_fused(path, M0, B0, dt, args.steps, args.reps,
+                                  "compile" in parts and dt == "float64")  # one compile
+                for dt in ("float64", "float32")]
+            save()
+            print("compile/fused done", flush=True)
     save()
 
 
