@@ -93,12 +93,18 @@ class Worker:
             self.proc.kill()
 
 
+def gpflow_python() -> str:
+    """GPflow's interpreter: ``$LATENTGP_GPFLOW_PYTHON``, else ``.venv-gpflow`` here."""
+    return os.environ.get("LATENTGP_GPFLOW_PYTHON") or os.path.join(
+        ROOT, ".venv-gpflow", "bin", "python")
+
+
 def make_workers(peers: list[str], threads: int) -> list[Worker]:
     py = sys.executable
     workers = [Worker("latentgp", py, "latentgp_worker.py")]
     if "gpytorch" in peers:
         workers.append(Worker("GPyTorch", py, "gpytorch_worker.py"))
-    gpflow_py = os.path.join(ROOT, ".venv-gpflow", "bin", "python")
+    gpflow_py = gpflow_python()
     if "gpflow" in peers:
         if os.path.exists(gpflow_py):
             workers.append(
@@ -354,8 +360,7 @@ def peer_versions(rows: list[dict]) -> dict[str, str | None]:
     if "GPyTorch" in libs:
         out["gpytorch"] = package_version("gpytorch")
     if "GPflow" in libs:
-        gpflow_py = os.path.join(ROOT, ".venv-gpflow", "bin", "python")
-        out["gpflow"] = package_version("gpflow", gpflow_py)
+        out["gpflow"] = package_version("gpflow", gpflow_python())
     return out
 
 

@@ -10,7 +10,8 @@ reply per line from its stdout.  Commands:
 - ``{"cmd": "train", "steps": k}``: take the next k minibatches from ``batches``; reply with
   the per-step wall times.
 - ``{"cmd": "eval"}``: test RMSE and NLPD.
-- ``{"cmd": "predict", "n": n}``: time mean+variance prediction for n test rows.
+- ``{"cmd": "predict", "n": n}``: time mean+variance prediction for n test rows (points
+  per wall second and per process CPU second).
 - ``{"cmd": "rss"}``: peak resident memory of the worker (MiB).
 - ``{"cmd": "quit"}``.
 

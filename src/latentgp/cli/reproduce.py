@@ -149,6 +149,13 @@ EXPERIMENTS: dict[str, Experiment] = {
             results_dir=("--out", "core_step_speed.md"),
         ),
         Experiment(
+            "step_profile",
+            "step_profile.py",
+            "where the SVGP step's time goes; torch.compile, a fused ELBO, float32 vs peers",
+            ("docs/results/step_profile.json",),
+            results_dir=("--out", "step_profile.json"),
+        ),
+        Experiment(
             "exact_gp",
             "exact_gp.py",
             "exact GP up to N = 10^4: objective evaluation, fit and prediction time",
