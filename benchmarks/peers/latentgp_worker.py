@@ -76,10 +76,11 @@ def train(cmd):
             loss.backward()
             return loss
 
-        loss = closure()
-        if state["alternate"]:  # the natural step, then Adam from the gradient at the new q
+        if state["alternate"]:  # the step evaluates q's gradients, then the others' at new q
             opt.step(closure)
+            loss = torch.zeros(())
         else:
+            loss = closure()
             opt.step()
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)

@@ -185,15 +185,18 @@ class GradientTask(RestoringTask):
             self.model.apply_bounds()
             value = closure.value
             ok = math.isfinite(value) and all(bool(torch.isfinite(p).all()) for p in self.params)
+        elif self.optimizer == "natural":
+            # the step evaluates the objective itself (alternating: q's gradients, the
+            # natural step, then the others' at the new q); the value is at its start
+            ok = self.opt.step(closure)
+            value = closure.value
+            ok = ok and math.isfinite(value)
+            self.model.apply_bounds()
         else:
             closure()
             value = closure.value
             ok = math.isfinite(value) and _grads_finite(self.params)
-            if ok and self.optimizer == "natural":
-                # the natural step, then (alternating) Adam's from a fresh evaluation
-                ok = self.opt.step(closure)
-                self.model.apply_bounds()
-            elif ok:
+            if ok:
                 self.opt.step()
                 self.model.apply_bounds()
         return value, ok

@@ -27,6 +27,7 @@ A step whose new precision is not positive definite is halved until it is (count
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +68,28 @@ def _expectation_grads(q: GaussianVariational, scale: float) -> tuple[torch.Tens
         g_S = _factor_to_covariance_grad(torch.tril(raw), torch.tril(g_raw))
         G1, G2 = g_mu - 2.0 * (g_S @ m[..., None])[..., 0], g_S
     return -scale * G1, -scale * G2
+
+
+@contextlib.contextmanager
+def _gradients_only_for(wanted: list[torch.Tensor], others: list[torch.Tensor]):
+    """Within the block, ``others`` do not require gradients (a backward pass computes
+    only ``wanted``'s); restored afterwards."""
+    flags = [p.requires_grad for p in others]
+    try:
+        for p in others:
+            p.requires_grad_(False)
+            p.grad = None
+        yield
+    finally:
+        for p, f in zip(others, flags, strict=True):
+            p.requires_grad_(f)
+
+
+def _finite(loss: torch.Tensor, params: list[torch.Tensor]) -> bool:
+    """The loss and every gradient of ``params`` are finite."""
+    return bool(torch.isfinite(loss)) and all(
+        p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params
+    )
 
 
 def _factor_to_covariance_grad(R: torch.Tensor, g_R: torch.Tensor) -> torch.Tensor:
@@ -189,22 +212,40 @@ class NaturalAdam:
         return g * 10.0 ** (-4.0 * (1.0 - k / w))
 
     def step(self, closure: Callable[[], torch.Tensor] | None = None) -> bool:
-        """The natural step on q(u) from the gradients in place, then Adam's on the rest:
-        from the same gradients, or, with ``alternate`` and a ``closure`` (zeroes the
-        gradients, evaluates the loss, backpropagates, returns the loss), from the
-        gradients ``closure`` computes at the new q.  Returns False (Adam's step not
-        taken) where that evaluation is not finite, so the loop repairs the step."""
-        self._natural_step()
-        if not self.has_others:
+        """One natural step on q(u) and one Adam step on the rest.
+
+        Without ``closure``: both from the gradients in place.  With ``closure`` (zeroes
+        the gradients, evaluates the loss, backpropagates, returns the loss) the step
+        evaluates the loss itself: with ``alternate``, once for q's gradients alone, then,
+        after the natural step, once for the others' gradients alone at the new q (each
+        backward pass skips the parameters it does not need); otherwise once for all.
+        Returns False where an evaluation is not finite (the loop then repairs the step;
+        Adam's step is not taken)."""
+        if closure is None:
+            self._natural_step()
+            if self.has_others:
+                self.adam.step()
             return True
-        if self.alternate and closure is not None:
-            loss = closure()
-            finite = bool(torch.isfinite(loss)) and all(
-                p.grad is None or bool(torch.isfinite(p.grad).all())
-                for g in self.adam.param_groups for p in g["params"]
-            )
-            if not finite:
+        mine = self.natural_group["params"]
+        others = [p for g in self.adam.param_groups for p in g["params"]] if self.has_others else []
+        if not self.alternate:
+            if not _finite(closure(), mine + others):
                 return False
+            self._natural_step()
+            if others:
+                self.adam.step()
+            return True
+        with _gradients_only_for(mine, others):
+            loss = closure()
+        if not _finite(loss, mine):
+            return False
+        self._natural_step()
+        if not others:
+            return True
+        with _gradients_only_for(others, mine):
+            loss = closure()
+        if not _finite(loss, others):
+            return False
         self.adam.step()
         return True
 
