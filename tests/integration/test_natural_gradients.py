@@ -6,7 +6,10 @@
   the gradient in natural-parameter coordinates (autograd through theta -> (m, R)) solved
   against the Hessian of the Gaussian log-partition function;
 - on Bernoulli and Poisson data it needs fewer steps than Adam to reach Adam's objective;
-- a checkpointed run resumes exactly; models without a Gaussian q(u) are refused.
+- a checkpointed run resumes exactly; models without a Gaussian q(u) are refused;
+- the default step size is 1 in full batch, 0.1 with minibatches; SVGP's default fit on
+  more than FULL_BATCH_ROWS Gaussian rows (natural gradients) converges to a long
+  reference fit's ELBO and test NLPD.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import torch
 from small_sets import one_torch_thread  # noqa: F401 (fixture)
 
 import latentgp as lg
-from latentgp.training.natural import NaturalAdam
+from latentgp.training.natural import NaturalAdam, make_natural_adam, natural_step_size
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -162,3 +165,71 @@ def test_models_without_gaussian_q_are_refused():
         lg.SVGP(num_inducing=5).fit(
             X, y, optimizer="natural", optimizer_kwargs={"natural_lr": 2.0}, max_steps=2
         )
+
+
+def test_default_step_size_depends_on_the_batch_fraction():
+    """Rate 1 (one step to the optimum) only where a step sees every row of a conjugate
+    model; 0.1 with minibatches; non-conjugate: 0.1 after a 5-step warm-up."""
+    X, y = _reg(n=60)
+    gauss = lg.SVGP(num_inducing=5).initialize(X, y)
+    assert natural_step_size(gauss) == (1.0, 0)
+    assert natural_step_size(gauss, batch_size=60, num_data=60) == (1.0, 0)
+    assert natural_step_size(gauss, batch_size=20, num_data=60) == (0.1, 0)
+    bern = lg.SVGP(num_inducing=5, likelihood="bernoulli").initialize(X, (y > 0) * 1.0)
+    assert natural_step_size(bern, batch_size=60, num_data=60) == (0.1, 5)
+    # the fit passes its batch size: a minibatch fit steps at 0.1, a full-batch one at 1
+    for B, gamma in ((20, 0.1), (60, 1.0)):
+        m = lg.SVGP(num_inducing=5).fit(X, y, optimizer="natural", batch_size=B, max_steps=1)
+        assert m.history_.optimizer == "natural"
+        opt = make_natural_adam(m, list(m.parameters()), 0.01, 60, None, batch_size=B)
+        assert opt.gamma() == gamma
+
+
+def test_no_budget_natural_fit_on_gaussian_minibatches_converges_to_the_reference():
+    """More than FULL_BATCH_ROWS Gaussian rows, ``optimizer="natural"`` and nothing else:
+    minibatches of 1,024, natural rate 0.1 (not 1, which would jump to each minibatch's
+    optimum), Adam on the rest; the convergence rule stops it ("converged") at the ELBO
+    and test NLPD of a long full-batch L-BFGS reference fit of the same model."""
+    rng = np.random.default_rng(1)
+    n = 2000
+    X = rng.uniform(-3, 3, (n + 500, 1))
+    y = np.sin(2 * X[:, 0]) + 0.3 * np.cos(5 * X[:, 0]) + 0.2 * rng.normal(size=n + 500)
+    Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
+    fit = lg.SVGP(num_inducing=15).fit(Xtr, ytr, optimizer="natural", seed=0, progress=False)
+    h = fit.history_
+    assert (h.optimizer, h.batch_size, h.reason) == ("natural", 1024, "converged")
+    ref = lg.SVGP(num_inducing=15, learn_inducing=True).fit(
+        Xtr, ytr, optimizer="lbfgs", max_steps=300, seed=0, progress=False)
+
+    def elbo(model):  # full-data ELBO per point, the model's internal units
+        with torch.no_grad():
+            Xt = torch.as_tensor(Xtr)
+            return model.objective(Xt, model.scale_targets(ytr), n).item() / n
+
+    def nlpd(model):
+        return -float(np.mean(np.asarray(model.log_predictive_density(Xte, yte))))
+
+    assert elbo(fit) > elbo(ref) - 0.01, (elbo(fit), elbo(ref))
+    assert nlpd(fit) < nlpd(ref) + 0.01, (nlpd(fit), nlpd(ref))
+
+
+def test_default_fit_on_large_poisson_data_is_natural_and_converges():
+    """SVGP Poisson on more than FULL_BATCH_ROWS rows, no options: natural steps on q(u)
+    with Adam on the rest (svgp.NATURAL_LIKELIHOODS), stopped by the rule at the test NLPD
+    of a long Adam run (the default before)."""
+    rng = np.random.default_rng(2)
+    n = 1500
+    X = rng.uniform(-3, 3, (n + 500, 1))
+    y = rng.poisson(np.exp(np.sin(2 * X[:, 0]) + 0.5)).astype(float)
+    Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
+    default = lg.SVGP(num_inducing=15, likelihood="poisson").fit(Xtr, ytr, seed=0,
+                                                                 progress=False)
+    assert (default.history_.optimizer, default.history_.reason) == ("natural", "converged")
+    long = lg.SVGP(num_inducing=15, likelihood="poisson").fit(
+        Xtr, ytr, optimizer="adam", max_steps=3000, seed=0, progress=False)
+
+    def nlpd(model):
+        return -float(np.mean(np.asarray(model.log_predictive_density(Xte, yte))))
+
+    assert nlpd(default) < nlpd(long) + 0.01, (nlpd(default), nlpd(long))
+    assert default.history_.steps < long.history_.steps
