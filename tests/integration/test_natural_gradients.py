@@ -7,9 +7,10 @@
   against the Hessian of the Gaussian log-partition function;
 - on Bernoulli and Poisson data it needs fewer steps than Adam to reach Adam's objective;
 - a checkpointed run resumes exactly; models without a Gaussian q(u) are refused;
-- the default step size is 1 in full batch, 0.1 with minibatches; SVGP's default fit on
-  more than FULL_BATCH_ROWS Gaussian rows (natural gradients) converges to a long
-  reference fit's ELBO and test NLPD.
+- the default step size is 1 in full batch, 0.1 with minibatches (which averages q(u) to
+  near its full-data optimum where rate 1 ends at the last minibatch's); SVGP Poisson's
+  default fit on more than FULL_BATCH_ROWS rows (natural gradients) stops "converged" at
+  a long reference fit's ELBO and test NLPD.
 """
 
 from __future__ import annotations
@@ -185,38 +186,31 @@ def test_default_step_size_depends_on_the_batch_fraction():
         assert opt.gamma() == gamma
 
 
-def test_no_budget_natural_fit_on_gaussian_minibatches_converges_to_the_reference():
-    """More than FULL_BATCH_ROWS Gaussian rows, ``optimizer="natural"`` and nothing else:
-    minibatches of 1,024, natural rate 0.1 (not 1, which would jump to each minibatch's
-    optimum), Adam on the rest; the convergence rule stops it ("converged") at the ELBO
-    and test NLPD of a long full-batch L-BFGS reference fit of the same model."""
-    rng = np.random.default_rng(1)
-    n = 2000
-    X = rng.uniform(-3, 3, (n + 500, 1))
-    y = np.sin(2 * X[:, 0]) + 0.3 * np.cos(5 * X[:, 0]) + 0.2 * rng.normal(size=n + 500)
-    Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
-    fit = lg.SVGP(num_inducing=15).fit(Xtr, ytr, optimizer="natural", seed=0, progress=False)
-    h = fit.history_
-    assert (h.optimizer, h.batch_size, h.reason) == ("natural", 1024, "converged")
-    ref = lg.SVGP(num_inducing=15, learn_inducing=True).fit(
-        Xtr, ytr, optimizer="lbfgs", max_steps=300, seed=0, progress=False)
+def test_minibatch_rate_averages_to_the_optimal_q():
+    """Gaussian likelihood, minibatches of a quarter of the rows, kernel, noise and Z held
+    (Adam's rate ~0): 100 natural steps at the default minibatch rate (0.1) leave q(u)
+    near the full-data optimum (set_optimal_variational), much nearer than rate 1, which
+    ends at the last minibatch's optimum."""
+    X, y = _reg(n=400)
 
-    def elbo(model):  # full-data ELBO per point, the model's internal units
+    def gap(gamma):
+        m = lg.SVGP(num_inducing=10)
+        m.fit(X, y, optimizer="natural", lr=1e-300, max_steps=100, batch_size=100, seed=0,
+              optimizer_kwargs={} if gamma is None else {"natural_lr": gamma})
+        ref = copy.deepcopy(m)
+        ref.set_optimal_variational(X, y)
         with torch.no_grad():
-            Xt = torch.as_tensor(Xtr)
-            return model.objective(Xt, model.scale_targets(ytr), n).item() / n
+            Xt, yt = torch.as_tensor(X), m.scale_targets(y)
+            return (ref.objective(Xt, yt, len(X)) - m.objective(Xt, yt, len(X))).item() / len(X)
 
-    def nlpd(model):
-        return -float(np.mean(np.asarray(model.log_predictive_density(Xte, yte))))
-
-    assert elbo(fit) > elbo(ref) - 0.01, (elbo(fit), elbo(ref))
-    assert nlpd(fit) < nlpd(ref) + 0.01, (nlpd(fit), nlpd(ref))
+    default, one = gap(None), gap(1.0)
+    assert 0 <= default < 0.01 and default < 0.2 * one, (default, one)
 
 
 def test_default_fit_on_large_poisson_data_is_natural_and_converges():
     """SVGP Poisson on more than FULL_BATCH_ROWS rows, no options: natural steps on q(u)
-    with Adam on the rest (svgp.NATURAL_LIKELIHOODS), stopped by the rule at the test NLPD
-    of a long Adam run (the default before)."""
+    with Adam on the rest (svgp.NATURAL_LIKELIHOODS), stopped by the rule at the ELBO and
+    test NLPD of a long full-batch L-BFGS reference fit (Gauss-Hermite ELBO)."""
     rng = np.random.default_rng(2)
     n = 1500
     X = rng.uniform(-3, 3, (n + 500, 1))
@@ -224,12 +218,18 @@ def test_default_fit_on_large_poisson_data_is_natural_and_converges():
     Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
     default = lg.SVGP(num_inducing=15, likelihood="poisson").fit(Xtr, ytr, seed=0,
                                                                  progress=False)
-    assert (default.history_.optimizer, default.history_.reason) == ("natural", "converged")
-    long = lg.SVGP(num_inducing=15, likelihood="poisson").fit(
-        Xtr, ytr, optimizer="adam", max_steps=3000, seed=0, progress=False)
+    h = default.history_
+    assert (h.optimizer, h.batch_size, h.reason) == ("natural", 1024, "converged")
+    ref = lg.SVGP(num_inducing=15, likelihood="poisson", learn_inducing=True).fit(
+        Xtr, ytr, optimizer="lbfgs", max_steps=200, seed=0, progress=False)
+
+    def elbo(model):
+        with torch.no_grad():
+            return model.objective(torch.as_tensor(Xtr), model.scale_targets(ytr),
+                                   n).item() / n
 
     def nlpd(model):
         return -float(np.mean(np.asarray(model.log_predictive_density(Xte, yte))))
 
-    assert nlpd(default) < nlpd(long) + 0.01, (nlpd(default), nlpd(long))
-    assert default.history_.steps < long.history_.steps
+    assert elbo(default) > elbo(ref) - 0.01, (elbo(default), elbo(ref))
+    assert nlpd(default) < nlpd(ref) + 0.01, (nlpd(default), nlpd(ref))
