@@ -84,6 +84,9 @@ class SVGP(PathwiseSampling, InducingInputs, GPModel):
     learn_inducing: optimise Z; None (the default): yes, except in the full-batch L-BFGS
         fit that small data get when ``fit`` names no optimiser, learning rate, batch size
         or budget (:meth:`full_batch_default`), which keeps Z at its initial placement.
+        Such a fit on more than ``FULL_BATCH_ROWS`` rows with a likelihood in
+        :data:`NATURAL_LIKELIHOODS` (Poisson) takes natural-gradient steps on q(u) and
+        Adam on the rest; otherwise minibatch Adam.
     inducing_init: ``"kmeans"``, ``"random"``, ``"greedy"``.
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
     ``dtype``, ``noise_variance``.
