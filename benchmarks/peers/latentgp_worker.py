@@ -38,7 +38,7 @@ def setup(cmd):
         batches=d["batches"],
         pos=0,
         N=X.shape[0],
-        opt=_optimizer(model, cmd, X.shape[0]),
+        opt=_optimizer(model, {**cmd, "batches": d["batches"]}, X.shape[0]),
         alternate=cmd.get("optimizer", "adam") == "ngd" and bool(cmd.get("ngd_alternate")),
         Xte=torch.as_tensor(d["X_test"], dtype=dtype),
         yte=d["y_test"],
@@ -57,7 +57,8 @@ def _optimizer(model, cmd, N):
 
     extra = {} if cmd.get("ngd_lr") is None else {"natural_lr": float(cmd["ngd_lr"])}
     extra["natural_alternate"] = bool(cmd.get("ngd_alternate", False))
-    return make_natural_adam(model, params, float(cmd["lr"]), N, extra)
+    B = len(cmd["batches"][0]) if cmd.get("batches") is not None else None
+    return make_natural_adam(model, params, float(cmd["lr"]), N, extra, batch_size=B)
 
 
 def train(cmd):

@@ -64,6 +64,7 @@ def test_which_models_default_to_full_batch_lbfgs():
     for model in (lg.SVGP(), lg.SVGP(likelihood="poisson", whiten=False), lg.SHGP(10),
                   lg.SVHGP(10)):
         assert model.fit_defaults(small)["automatic"] == auto, type(model).__name__
+    for model in (lg.SVGP(), lg.SHGP(10), lg.SVHGP(10)):
         assert "automatic" not in model.fit_defaults(large)
     # an explicit learn_inducing is the user's: Z is trained (True) or fixed (False) anyway
     for learn in (True, False):
@@ -74,6 +75,28 @@ def test_which_models_default_to_full_batch_lbfgs():
     # without "automatic", the defaults of before (Adam, minibatches)
     assert lg.SVGP().fit_defaults(large) == {"optimizer": "adam", "lr": 0.01,
                                              "batch_size": 1024}
+
+
+def test_which_models_default_to_natural_gradients_on_large_data():
+    """SVGP on more than FULL_BATCH_ROWS rows with a Poisson likelihood: natural steps on
+    q(u), Adam (lr 0.01) on the rest, minibatches of 1,024 (the measured choice,
+    docs/results/natural_default.md); Adam for the others (a Gaussian likelihood
+    included: its natural fit was stopped too early by the convergence rule)."""
+    large = FULL_BATCH_ROWS + 1
+    natural = {"optimizer": "natural", "lr": 0.01, "batch_size": 1024}
+    for model in (lg.SVGP(likelihood="poisson"), lg.SVGP(likelihood="poisson",
+                                                         covariance="diag")):
+        defaults = model.fit_defaults(large)
+        assert defaults["automatic"] == natural
+        assert automatic_defaults(defaults, {})["optimizer"] == "natural"
+        # an explicit choice gets Adam, as before; naming natural keeps its entry
+        assert automatic_defaults(defaults, {"lr": 0.02})["optimizer"] == "adam"
+        assert automatic_defaults(defaults, {"optimizer": "Natural"}) == natural
+    for model in (lg.SVGP(), lg.SVGP(likelihood="studentt"), lg.SVGP(likelihood=L.Softmax(3)),
+                  lg.SVGP(likelihood="negativebinomial"), lg.SVGP(likelihood="bernoulli")):
+        assert "automatic" not in model.fit_defaults(large), model.likelihood
+    small = lg.SVGP(likelihood="poisson").fit_defaults(FULL_BATCH_ROWS)
+    assert small["automatic"]["optimizer"] == "lbfgs"
 
 
 def test_explicit_choices_set_aside_the_automatic_defaults():

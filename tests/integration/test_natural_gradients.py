@@ -6,7 +6,11 @@
   the gradient in natural-parameter coordinates (autograd through theta -> (m, R)) solved
   against the Hessian of the Gaussian log-partition function;
 - on Bernoulli and Poisson data it needs fewer steps than Adam to reach Adam's objective;
-- a checkpointed run resumes exactly; models without a Gaussian q(u) are refused.
+- a checkpointed run resumes exactly; models without a Gaussian q(u) are refused;
+- the default step size is 1 in full batch, 0.1 with minibatches (which averages q(u) to
+  near its full-data optimum where rate 1 ends at the last minibatch's); SVGP Poisson's
+  default fit on more than FULL_BATCH_ROWS rows (natural gradients) stops "converged" at
+  a long reference fit's ELBO and test NLPD.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import torch
 from small_sets import one_torch_thread  # noqa: F401 (fixture)
 
 import latentgp as lg
-from latentgp.training.natural import NaturalAdam
+from latentgp.training.natural import NaturalAdam, make_natural_adam, natural_step_size
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -255,3 +259,69 @@ def test_alternating_step_refuses_a_non_finite_second_evaluation():
         torch.testing.assert_close(a, b, rtol=0, atol=0)  # Adam's step not taken
     with pytest.raises(ValueError, match="natural_alternate"):
         NaturalAdam([m.q], list(m.parameters()), lr=0.05, num_data=len(X), alternate="yes")
+
+def test_default_step_size_depends_on_the_batch_fraction():
+    """Rate 1 (one step to the optimum) only where a step sees every row of a conjugate
+    model; 0.1 with minibatches; non-conjugate: 0.1 after a 5-step warm-up."""
+    X, y = _reg(n=60)
+    gauss = lg.SVGP(num_inducing=5).initialize(X, y)
+    assert natural_step_size(gauss) == (1.0, 0)
+    assert natural_step_size(gauss, batch_size=60, num_data=60) == (1.0, 0)
+    assert natural_step_size(gauss, batch_size=20, num_data=60) == (0.1, 0)
+    bern = lg.SVGP(num_inducing=5, likelihood="bernoulli").initialize(X, (y > 0) * 1.0)
+    assert natural_step_size(bern, batch_size=60, num_data=60) == (0.1, 5)
+    # the fit passes its batch size: a minibatch fit steps at 0.1, a full-batch one at 1
+    for B, gamma in ((20, 0.1), (60, 1.0)):
+        m = lg.SVGP(num_inducing=5).fit(X, y, optimizer="natural", batch_size=B, max_steps=1)
+        assert m.history_.optimizer == "natural"
+        opt = make_natural_adam(m, list(m.parameters()), 0.01, 60, None, batch_size=B)
+        assert opt.gamma() == gamma
+
+
+def test_minibatch_rate_averages_to_the_optimal_q():
+    """Gaussian likelihood, minibatches of a quarter of the rows, kernel, noise and Z held
+    (Adam's rate ~0): 100 natural steps at the default minibatch rate (0.1) leave q(u)
+    near the full-data optimum (set_optimal_variational), much nearer than rate 1, which
+    ends at the last minibatch's optimum."""
+    X, y = _reg(n=400)
+
+    def gap(gamma):
+        m = lg.SVGP(num_inducing=10)
+        m.fit(X, y, optimizer="natural", lr=1e-300, max_steps=100, batch_size=100, seed=0,
+              optimizer_kwargs={} if gamma is None else {"natural_lr": gamma})
+        ref = copy.deepcopy(m)
+        ref.set_optimal_variational(X, y)
+        with torch.no_grad():
+            Xt, yt = torch.as_tensor(X), m.scale_targets(y)
+            return (ref.objective(Xt, yt, len(X)) - m.objective(Xt, yt, len(X))).item() / len(X)
+
+    default, one = gap(None), gap(1.0)
+    assert 0 <= default < 0.01 and default < 0.2 * one, (default, one)
+
+
+def test_default_fit_on_large_poisson_data_is_natural_and_converges():
+    """SVGP Poisson on more than FULL_BATCH_ROWS rows, no options: natural steps on q(u)
+    with Adam on the rest (svgp.NATURAL_LIKELIHOODS), stopped by the rule at the ELBO and
+    test NLPD of a long full-batch L-BFGS reference fit (Gauss-Hermite ELBO)."""
+    rng = np.random.default_rng(2)
+    n = 1500
+    X = rng.uniform(-3, 3, (n + 500, 1))
+    y = rng.poisson(np.exp(np.sin(2 * X[:, 0]) + 0.5)).astype(float)
+    Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
+    default = lg.SVGP(num_inducing=15, likelihood="poisson").fit(Xtr, ytr, seed=0,
+                                                                 progress=False)
+    h = default.history_
+    assert (h.optimizer, h.batch_size, h.reason) == ("natural", 1024, "converged")
+    ref = lg.SVGP(num_inducing=15, likelihood="poisson", learn_inducing=True).fit(
+        Xtr, ytr, optimizer="lbfgs", max_steps=200, seed=0, progress=False)
+
+    def elbo(model):
+        with torch.no_grad():
+            return model.objective(torch.as_tensor(Xtr), model.scale_targets(ytr),
+                                   n).item() / n
+
+    def nlpd(model):
+        return -float(np.mean(np.asarray(model.log_predictive_density(Xte, yte))))
+
+    assert elbo(default) > elbo(ref) - 0.01, (elbo(default), elbo(ref))
+    assert nlpd(default) < nlpd(ref) + 0.01, (nlpd(default), nlpd(ref))

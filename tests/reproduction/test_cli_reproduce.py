@@ -32,7 +32,8 @@ def test_list_names_every_experiment_script(capsys):
     # helpers, not experiments: the GPflow runner (called by sparse_reproduction), the
     # reliability tables printer, the QSRVM, SLGP-moons, SEP crabs-ridge and BO-trajectory
     # diagnostics (pages written by hand from their output), the QSGP default-fit runner (a
-    # section of the qsgp_reproduction page) and the machine description the scripts import
+    # section of the qsgp_reproduction page), the natural-gradient default comparison (its
+    # page written by hand from its output) and the machine description the scripts import
     helpers = {
         "bo_trajectories",
         "gpflow_gplvm_runner",
@@ -44,6 +45,7 @@ def test_list_names_every_experiment_script(capsys):
         "qsgp_rvm_diagnostic",
         "qsgp_table3_lr",
         "slgp_moons_diagnostic",
+        "natural_default",
         "machine",
     }
     scripts = {p.stem for p in BENCH.glob("*.py")} - helpers

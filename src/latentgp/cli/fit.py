@@ -582,9 +582,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
         "--optimizer",
         choices=("adam", "adadelta", "sgd", "lbfgs", "natural"),
         help="optimiser (default: the model's own: lbfgs for exact and VFE, and for SVGP, "
-        "SHGP and SVHGP on up to 1,024 rows with a closed-form or quadrature ELBO; adam "
-        "otherwise); natural: natural-gradient steps "
-        "on a Gaussian q(u) with adam on the hyperparameters (SVGP and the modulated GPs)",
+        "SHGP and SVHGP on up to 1,024 rows with a closed-form or quadrature ELBO; natural "
+        "for a Poisson SVGP on more rows; adam otherwise); natural: natural-gradient steps "
+        "on a Gaussian q(u) with adam on the hyperparameters (SVGP and the modulated GPs; "
+        "natural rate 1 in full batch for a Gaussian likelihood, else 0.1, after a 5-step "
+        "warm-up for other likelihoods)",
     )
     g.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     g.add_argument(

@@ -457,7 +457,9 @@ class GPModel(HyperpriorMixin, nn.Module):
         data; ``history_.reason`` says why it stopped, and reaching the ceiling
         unconverged warns).  A model may default to another optimiser for such a fit (SVGP,
         SHGP, SVHGP on up to ``latentgp.models.svgp.FULL_BATCH_ROWS`` rows with a
-        deterministic ELBO: full-batch L-BFGS); naming ``optimizer``, ``lr``, ``batch_size``,
+        deterministic ELBO: full-batch L-BFGS; a Poisson SVGP on more rows: minibatch
+        natural gradients on q(u), ``latentgp.models.svgp.NATURAL_LIKELIHOODS``); naming
+        ``optimizer``, ``lr``, ``batch_size``,
         ``epochs`` or ``max_steps`` gives its usual defaults (``history_.optimizer`` says
         which ran).
         ``epochs=E`` takes exactly ``E * ceil(N / batch_size)`` optimiser steps.  Without

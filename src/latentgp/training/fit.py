@@ -346,7 +346,8 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     model.apply_bounds()
     reduce.broadcast_module(model)
     if optimizer == "natural":
-        opt = make_natural_adam(model, params, opts.lr, N, opts.optimizer_kwargs)
+        opt = make_natural_adam(model, params, opts.lr, N, opts.optimizer_kwargs,
+                               batch_size=B)
     else:
         opt = make_optimizer(optimizer, params, opts.lr, opts.optimizer_kwargs)
     # the global batch sequence does not depend on the number of processes, so a run may

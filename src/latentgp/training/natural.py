@@ -21,6 +21,7 @@ distribution q stores (over ``v = Lzz^{-1} u`` when whitened).
 
 Non-conjugate likelihoods need a smaller step: ``warmup`` steps raise ``gamma``
 log-linearly from ``gamma / 10^4`` to its value (the schedule of Salimbeni et al. 2018).
+Minibatches need one too, conjugate or not (:func:`natural_step_size`: 0.1).
 A step whose new precision is not positive definite is halved until it is (counted in
 ``halvings``), so a natural step never leaves the family.
 """
@@ -282,26 +283,39 @@ class NaturalAdam:
         self.natural_group.update(state["natural"])
 
 
-def natural_step_size(model: Any) -> tuple[float, int]:
-    """Default ``(natural_lr, warmup)``: ``(1, 0)`` where the likelihood is conjugate to a
-    full-covariance q (a plain Gaussian on f: one step reaches the optimum), else
-    ``(0.1, 5)`` (a diagonal q is not closed under the conjugate update: rate 1 can
-    oscillate)."""
+def natural_step_size(model: Any, *, batch_size: int | None = None,
+                      num_data: int | None = None) -> tuple[float, int]:
+    """Default ``(natural_lr, warmup)``.
+
+    ``(1, 0)`` where the likelihood is conjugate to a full-covariance q (a plain Gaussian
+    on f) and each step sees every row (``batch_size`` None or ``>= num_data``): one step
+    reaches the optimum.  With minibatches that step would land q on each minibatch's
+    optimum (the time-to-accuracy race on elevators, B = 1,024 of 16,599 rows: 0.557 test
+    NLPD at rate 1 against 0.489 at 0.1 after the same time), so a conjugate model gets
+    ``(0.1, 0)``: each step moves the natural parameters a tenth of the way to the
+    minibatch's optimum, an average over about the last ten minibatches.  Otherwise
+    ``(0.1, 5)``: a non-conjugate likelihood (or a diagonal q, which the conjugate update
+    does not keep diagonal) with the warm-up of Salimbeni et al. (2018), gamma raised
+    log-linearly from 1e-5 to 0.1 over 5 steps."""
     lik = getattr(model, "likelihood", None)
     qs = gaussian_q_modules(model)
     if type(lik) is Gaussian and len(qs) == 1 and not qs[0].is_diag:
-        return 1.0, 0
+        full = batch_size is None or num_data is None or batch_size >= num_data
+        return (1.0, 0) if full else (0.1, 0)
     return 0.1, 5
 
 
 def make_natural_adam(
     model: Any, params: list[torch.nn.Parameter], lr: float, num_data: int,
-    optimizer_kwargs: dict[str, Any] | None,
+    optimizer_kwargs: dict[str, Any] | None, *, batch_size: int | None = None,
 ) -> NaturalAdam:
     """``optimizer="natural"`` of the fit: ``optimizer_kwargs`` may hold ``natural_lr``,
-    ``natural_warmup`` and ``natural_alternate`` (default True); the rest go to Adam."""
+    ``natural_warmup`` (defaults: :func:`natural_step_size` for minibatches of
+    ``batch_size`` rows, None: every row) and ``natural_alternate`` (default True); the
+    rest go to Adam."""
     kwargs = dict(optimizer_kwargs or {})
-    default_lr, default_warmup = natural_step_size(model)
+    default_lr, default_warmup = natural_step_size(model, batch_size=batch_size,
+                                                   num_data=num_data)
     natural_lr = kwargs.pop("natural_lr", default_lr)
     warmup = kwargs.pop("natural_warmup", default_warmup)
     alternate = kwargs.pop("natural_alternate", True)
