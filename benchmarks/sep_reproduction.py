@@ -237,17 +237,11 @@ def table1(
     sets = sets[:2] if quick else sets
     for split in range(first_split, splits):
         for name in sets:
-            X, y = _all_data(name)
-            rng = np.random.default_rng(1000 + split)
-            perm = rng.permutation(len(X))
-            ntr = int(round(0.9 * len(X)))
-            tr, te = perm[:ntr], perm[ntr:]
-            Xtr, Xte = _standardize(X[tr], X[te])
             for frac in FRACTIONS:
                 if frac == 0.5 and name not in big_fraction_sets:
                     continue
-                M = max(2, int(round(frac * len(X))))
-                Z = Xtr[rng.choice(ntr, M, replace=False)]
+                Xtr, ytr, Xte, yte, Z = split_data(name, split, frac)
+                M, ntr = len(Z), len(Xtr)
                 for method, (make, kw) in _builders(Z).items():
                     if method not in methods or (name, frac, split, method) in done:
                         continue
@@ -259,9 +253,9 @@ def table1(
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         t0 = time.perf_counter()
-                        model.fit(Xtr, y[tr], seed=split, **kw)
+                        model.fit(Xtr, ytr, seed=split, **kw)
                         secs = time.perf_counter() - t0
-                    nll, err = _nll_err(model, Xte, y[te])
+                    nll, err = _nll_err(model, Xte, yte)
                     run = dict(
                         data=name,
                         frac=frac,
@@ -559,19 +553,23 @@ OLD_RULE = {"log_space": False, "backtrack": False}
 
 
 def split_data(name: str, split: int, frac: float):
-    """Table 1's split ``split`` of ``name``: the same permutation and standardisation, and
-    inducing inputs drawn by the same generator right after the permutation.  For the
-    first fraction (``FRACTIONS[0]``, 15%) they are Table 1's; Table 1 draws the inducing
-    inputs of the larger fractions after those of the smaller ones, so at 25% and 50%
-    they are another draw of the same size."""
+    """Table 1's split ``split`` of ``name`` at ``frac`` (one of ``FRACTIONS``): the same
+    permutation, standardisation and inducing inputs.  Table 1 draws the inducing inputs
+    of every fraction from one generator, right after the permutation, in the order of
+    ``FRACTIONS`` (15%, 25%, 50%; each an independent random subset of the training
+    inputs, the seed's protocol), so the draws of the smaller fractions are repeated
+    first.  ``table1`` itself takes its data from here."""
+    if frac not in FRACTIONS:
+        raise ValueError(f"frac must be one of Table 1's fractions {FRACTIONS}, got {frac!r}")
     X, y = _all_data(name)
     rng = np.random.default_rng(1000 + split)
     perm = rng.permutation(len(X))
     ntr = int(round(0.9 * len(X)))
     tr, te = perm[:ntr], perm[ntr:]
     Xtr, Xte = _standardize(X[tr], X[te])
-    M = max(2, int(round(frac * len(X))))
-    Z = Xtr[rng.choice(ntr, M, replace=False)]
+    for f in FRACTIONS[: FRACTIONS.index(frac) + 1]:
+        M = max(2, int(round(f * len(X))))
+        Z = Xtr[rng.choice(ntr, M, replace=False)]
     return Xtr, y[tr], Xte, y[te], Z
 
 
