@@ -169,6 +169,68 @@ def long_run(split: int, frac: float, prior_scale: float, steps: int) -> None:
     sr._save(PART, stamp(res))
 
 
+def _log_hyper(model) -> torch.Tensor:
+    k = model.kernel
+    parts = (k.variance.detach().reshape(1), k.lengthscale.detach().reshape(-1))
+    return torch.cat(parts).log()
+
+
+def diagnose(split: int, frac: float, prior_scale: float, steps: int, quick: bool = False) -> None:
+    """A split where SEP and GFITC with the same priors differ after 250 iterations: is it
+    the approximation, EP's convergence, the step budget, or different optima?
+
+    Records, for 250 iterations and for a long run (SEP ``steps`` sweeps, GFITC to tol
+    1e-9 or ``steps`` iterations): each method's MAP objective and test NLL, the MAP
+    objective at SEP's point with EP converged there (GFITC's EP; its difference from SEP's
+    own last-sweep value is what EP's unconverged sites contribute) and GFITC's NLL there,
+    the objective's rise over the last 50 iterations, and the largest |log ratio| between
+    the two methods' variance and lengthscales.  ``quick``: 20 and 40 iterations, nothing
+    kept (a smoke run)."""
+    res = sr._load(PART) or {"runs": []}
+    Xtr, ytr, Xte, yte, Z = sr.split_data("crabs", split, frac)
+    rec = {"frac": frac, "split": split, "M": len(Z), "prior_scale": prior_scale}
+    budgets = {
+        "250": {"SEP": {"max_steps": 250}, "GFITC": {"max_steps": 250, "tol": 1e-7}},
+        "long": {"SEP": {"max_steps": steps}, "GFITC": {"max_steps": steps, "tol": 1e-9}},
+    }
+    if quick:
+        budgets = {
+            b: {n: {**kw, "max_steps": 20 * (1 + (b == "long"))} for n, kw in k.items()}
+            for b, k in budgets.items()
+        }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for budget, kws in budgets.items():
+            fitted, out = {}, {}
+            for name, cls in (("SEP", lg.SEP), ("GFITC", lg.GFITC)):
+                m, secs = _fit(lambda cls=cls: cls(Z=Z), kws[name], Xtr, ytr, split, prior_scale)
+                fitted[name] = m
+                o = m.history_.objective
+                out[name] = dict(
+                    nll=sr._nll_err(m, Xte, yte)[0],
+                    objective=float(o[-1]),
+                    rise_50=float(o[-1] - o[max(0, len(o) - 51)]),
+                    steps=m.history_.steps,
+                    seconds=secs,
+                )
+            g = copy.deepcopy(fitted["GFITC"])
+            g.load_state_dict(fitted["SEP"].state_dict())
+            out["GFITC_at_SEP"] = dict(
+                objective=g.converge(Xtr, ytr) + float(g.log_prior()),
+                nll=sr._nll_err(g, Xte, yte)[0],
+            )
+            gap = _log_hyper(fitted["SEP"]) - _log_hyper(fitted["GFITC"])
+            out["max_log_ratio"] = float(gap.abs().max())
+            out["Z_apart"] = float((fitted["SEP"].Z - fitted["GFITC"].Z).detach().norm())
+            rec[budget] = out
+    rec["load1"] = os.getloadavg()[0]
+    print(json.dumps(rec), flush=True)
+    if quick:
+        return
+    res.setdefault("diagnose", []).append(rec)
+    sr._save(PART, stamp(res))
+
+
 COMMANDS = (
     "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.15",
     "python benchmarks/sep_crabs_ridge.py --splits 20 --fracs 0.25",
@@ -347,8 +409,16 @@ def main(argv=None) -> None:
         metavar="SPLIT",
         help="run split SPLIT (first of --fracs) with the priors to convergence",
     )
+    ap.add_argument(
+        "--diagnose",
+        default=None,
+        metavar="SPLITS",
+        help="comma-separated splits (first of --fracs): the residual-gap diagnosis with priors",
+    )
     ap.add_argument("--long-steps", type=int, default=1500)
-    ap.add_argument("--quick", action="store_true", help="1 split, 20 steps (smoke run)")
+    ap.add_argument(
+        "--quick", action="store_true", help="1 split, 20 steps, and a 20/40-step diagnosis"
+    )
     ap.add_argument("--report", action="store_true", help="print the markdown from the records")
     args = ap.parse_args(argv)
     if args.report:
@@ -359,8 +429,13 @@ def main(argv=None) -> None:
     if args.long is not None:
         long_run(args.long, fracs[0], args.prior_scale, args.long_steps)
         return
+    if args.diagnose is not None:
+        for split in (int(k) for k in args.diagnose.split(",")):
+            diagnose(split, fracs[0], args.prior_scale, args.long_steps)
+        return
     if args.quick:
         run(1, 0, fracs[:1], args.prior_scale, True)
+        diagnose(0, fracs[0], args.prior_scale, 40, quick=True)
         return
     run(args.splits, args.first_split, fracs, args.prior_scale, False)
 
