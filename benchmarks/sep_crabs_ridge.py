@@ -583,19 +583,19 @@ def third_pass_lines(res: dict, runs: list) -> list[str]:
         lines += [
             "**What remains.** Each split where the two differ by more than 0.01 with the "
             "same priors after 250 iterations, run again (`--diagnose`): at 250 iterations "
-            "and long (SEP 1,500 sweeps; GFITC's L-BFGS to a relative change of 1e-9 or "
-            "1,500 iterations).  SEP* = the MAP objective (log Z_EP + log p) at SEP's "
-            "hyperparameters and inducing inputs with EP run to convergence there (GFITC's "
-            "EP; the two share fixed points); 'EP gap' = SEP's own last-sweep value minus "
-            "SEP*, what SEP's not yet converged sites contribute; 'rise' = the objective's "
-            "increase over the last 50 iterations; 'gradient' = the largest entry of the "
-            "MAP objective's gradient over the variance and lengthscales in log coordinates "
-            f"at the final point, EP converged to 1e-10 (below {GRAD_FLAT:g}: at a "
-            "maximum); 'max log ratio' = the largest |log| ratio of the two methods' "
-            "variance and lengthscales after the long runs.  Reading: 'step budget' where "
-            "the long runs agree (NLL within 0.01, log ratio below 0.1), naming the method "
-            "with the lower MAP objective at 250; 'two maxima' where both long runs end "
-            "with a flat gradient at different points.",
+            "and long (SEP `--long-steps` sweeps, 1,000 here; GFITC's L-BFGS to a relative "
+            "change of 1e-9 or as many iterations).  SEP* = the MAP objective "
+            "(log Z_EP + log p) at SEP's hyperparameters and inducing inputs with EP run "
+            "to convergence there (GFITC's EP; the two share fixed points); 'EP gap' = "
+            "SEP's own last-sweep value minus SEP*, what SEP's not yet converged sites "
+            "contribute; 'rise' = the objective's increase over the last 50 iterations; "
+            "'gradient' = the largest entry of the MAP objective's gradient over the "
+            "variance and lengthscales in log coordinates at the final point, EP converged "
+            f"to 1e-10 (below {GRAD_FLAT:g}: at a maximum); 'max log ratio' = the largest "
+            "|log| ratio of the two methods' variance and lengthscales after the long "
+            "runs.  Reading: 'step budget' where the long runs agree (NLL within 0.01, log "
+            "ratio below 0.1), naming the method with the lower MAP objective at 250; 'two "
+            "maxima' where both long runs end with a flat gradient at different points.",
             "",
             *rows,
             "",
