@@ -471,6 +471,43 @@ def _verdict(d: dict) -> str:
 GRAD_FLAT = 1e-2  # a log-coordinate gradient below this counts as at a maximum
 
 
+def equal_counts(res: dict | None = None, t1: dict | None = None) -> list[dict]:
+    """Per M, over the splits with same-prior fits (full and ``--equal`` records): how many
+    are within 0.01 without priors (Table 1's records of those splits) and with the same
+    priors after 250 iterations, the largest difference with priors, and the mean NLLs."""
+    res = res if res is not None else (sr._load(PART) or {"runs": []})
+    if t1 is None:
+        t1 = {
+            (r["frac"], r["split"], r["method"]): r
+            for r in sr._table1_runs()
+            if r["data"] == "crabs"
+        }
+    equal = res["runs"] + res.get("equal", [])
+    out = []
+    for frac in sorted({r["frac"] for r in equal}):
+        rs = [r for r in equal if r["frac"] == frac]
+        dp = np.array([r["SEP_prior"]["nll"] - r["GFITC_prior"]["nll"] for r in rs])
+        ks = [r["split"] for r in rs]
+        d0 = np.array([t1[(frac, k, "SEP")]["nll"] - t1[(frac, k, "GFITC")]["nll"] for k in ks])
+        out.append(
+            {
+                "frac": frac,
+                "M": rs[0]["M"],
+                "n": len(rs),
+                "within": int((abs(d0) <= 0.01).sum()),
+                "within_prior": int((abs(dp) <= 0.01).sum()),
+                "prior_max": float(abs(dp).max()),
+                "mean": [
+                    float(np.mean([t1[(frac, k, m)]["nll"] for k in ks])) for m in ("SEP", "GFITC")
+                ],
+                "mean_prior": [
+                    float(np.mean([r[f"{m}_prior"]["nll"] for r in rs])) for m in ("SEP", "GFITC")
+                ],
+            }
+        )
+    return out
+
+
 def third_pass_lines(res: dict, runs: list) -> list[str]:
     """Issue 23's third pass: Table 1's inducing inputs at every M, the equal-footing
     counts, and the per-split diagnosis of what remains (``--diagnose``)."""
@@ -492,18 +529,11 @@ def third_pass_lines(res: dict, runs: list) -> list[str]:
         "| mean NLL SEP / GFITC, same priors |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for frac in sorted({r["frac"] for r in equal}):
-        rs = [r for r in equal if r["frac"] == frac]
-        dp = np.array([r["SEP_prior"]["nll"] - r["GFITC_prior"]["nll"] for r in rs])
-        ks = [r["split"] for r in rs]
-        # without priors: Table 1's own records of the same splits
-        d0 = np.array([t1[(frac, k, "SEP")]["nll"] - t1[(frac, k, "GFITC")]["nll"] for k in ks])
-        mean0 = [np.mean([t1[(frac, k, m)]["nll"] for k in ks]) for m in ("SEP", "GFITC")]
-        meanp = [np.mean([r[f"{m}_prior"]["nll"] for r in rs]) for m in ("SEP", "GFITC")]
+    for c in equal_counts(res, t1):
         counts.append(
-            f"| {rs[0]['M']} | {len(rs)} | {int((abs(d0) <= 0.01).sum())} "
-            f"| {int((abs(dp) <= 0.01).sum())} | {float(abs(dp).max()):.3f} "
-            f"| {mean0[0]:.3f} / {mean0[1]:.3f} | {meanp[0]:.3f} / {meanp[1]:.3f} |"
+            f"| {c['M']} | {c['n']} | {c['within']} | {c['within_prior']} "
+            f"| {c['prior_max']:.3f} | {c['mean'][0]:.3f} / {c['mean'][1]:.3f} "
+            f"| {c['mean_prior'][0]:.3f} / {c['mean_prior'][1]:.3f} |"
         )
     # at every split: the MAP objective at SEP's point (EP converged) against GFITC's
     withz = [r for r in equal if "GFITC_prior_at_SEP" in r]
