@@ -94,21 +94,30 @@ def _prior_fits(runs: dict, Z, Xtr, ytr, Xte, yte, split: int, prior_scale: floa
     return rec
 
 
-def equal_footing(splits: int, first_split: int, fracs, prior_scale: float) -> None:
+def equal_footing(
+    splits: int, first_split: int, fracs, prior_scale: float, fixed_z: bool = False
+) -> None:
     """Only the same-prior fits of :func:`run` (250 iterations each), for the splits that
     :func:`run` has not recorded (records in ``equal``): the equal-footing counts at a
     third of the cost.  The no-prior comparison at these splits is Table 1's own records
-    (the same data, inducing inputs and seeds)."""
+    (the same data, inducing inputs and seeds).  ``fixed_z``: both methods keep Table 1's
+    inducing inputs (``learn_inducing=False``; records in ``equal_fixed_z``)."""
     res = sr._load(PART) or {"runs": []}
-    done = {(r["frac"], r["split"]) for r in res["runs"] + res.get("equal", [])}
+    key = "equal_fixed_z" if fixed_z else "equal"
+    done = {(r["frac"], r["split"]) for r in res.get(key, [])}
+    if not fixed_z:
+        done |= {(r["frac"], r["split"]) for r in res["runs"]}
     for split in range(first_split, splits):
         for frac in fracs:
             if (frac, split) in done:
                 continue
             Xtr, ytr, Xte, yte, Z = sr.split_data("crabs", split, frac)
             runs = {
-                "SEP": (lambda Z=Z: lg.SEP(Z=Z), {"max_steps": 250}),
-                "GFITC": (lambda Z=Z: lg.GFITC(Z=Z), {"max_steps": 250, "tol": 1e-7}),
+                "SEP": (lambda Z=Z: lg.SEP(Z=Z, learn_inducing=not fixed_z), {"max_steps": 250}),
+                "GFITC": (
+                    lambda Z=Z: lg.GFITC(Z=Z, learn_inducing=not fixed_z),
+                    {"max_steps": 250, "tol": 1e-7},
+                ),
             }
             rec = {"frac": frac, "split": split, "M": len(Z), "prior_scale": prior_scale}
             with warnings.catch_warnings():
@@ -116,7 +125,7 @@ def equal_footing(splits: int, first_split: int, fracs, prior_scale: float) -> N
                 rec.update(_prior_fits(runs, Z, Xtr, ytr, Xte, yte, split, prior_scale))
             rec["Z"], rec["load1"] = "table1", os.getloadavg()[0]
             print(json.dumps(rec), flush=True)
-            res.setdefault("equal", []).append(rec)
+            res.setdefault(key, []).append(rec)
             sr._save(PART, stamp(res))
 
 
@@ -674,6 +683,11 @@ def main(argv=None) -> None:
         action="store_true",
         help="only the same-prior fits, for the splits without a full record",
     )
+    ap.add_argument(
+        "--fixed-z",
+        action="store_true",
+        help="with --equal: both methods keep Table 1's inducing inputs",
+    )
     ap.add_argument("--long-steps", type=int, default=1500)
     ap.add_argument(
         "--quick", action="store_true", help="1 split, 20 steps, and a 20/40-step diagnosis"
@@ -689,7 +703,7 @@ def main(argv=None) -> None:
         long_run(args.long, fracs[0], args.prior_scale, args.long_steps)
         return
     if args.equal:
-        equal_footing(args.splits, args.first_split, fracs, args.prior_scale)
+        equal_footing(args.splits, args.first_split, fracs, args.prior_scale, args.fixed_z)
         return
     if args.diagnose is not None:
         for split in (int(k) for k in args.diagnose.split(",")):
