@@ -468,7 +468,7 @@ EQUAL_COMMANDS = (
     "--fracs 0.25",
     "python benchmarks/sep_crabs_ridge.py --equal --fixed-z --first-split 5 --splits 6 "
     "--fracs 0.15",
-    "python benchmarks/sep_crabs_ridge.py --equal --first-split 8 --splits 20 --fracs 0.25",
+    "python benchmarks/sep_crabs_ridge.py --equal --fixed-z --splits 20 --fracs 0.15",
 )
 DIAGNOSE_COMMANDS = (
     "python benchmarks/sep_crabs_ridge.py --diagnose 0 --fracs 0.25 --long-steps 1000",
@@ -601,10 +601,12 @@ def third_pass_lines(res: dict, runs: list) -> list[str]:
         "`log_prior()` to GFITC's EP evidence and its gradient, as SEP's step adds it to "
         "its own (tests/integration/test_sep_priors.py checks GFITC's MAP value and step "
         "gradient against the log-normal densities and finite differences of the "
-        "re-converged evidence).  So the fair comparison is: the same priors on both, the "
-        "same initial values and inducing inputs, 250 iterations each (the seed's budget); "
-        "it is MAP-II, not Table 1's protocol (the seed's fits have no priors), and its "
-        "NLLs are higher than Table 1's.",
+        "re-converged evidence).  Two protocols on that footing were measured, both MAP-II "
+        "(not Table 1's protocol: the seed's fits have no priors; NLLs higher than "
+        "Table 1's), the same initial values, 250 iterations each (the seed's budget): "
+        "**(a)** the same priors, inducing inputs learned from Table 1's draw (as in the "
+        "seed); **(b)** the same priors, inducing inputs held at Table 1's draw for both.  "
+        "(a) per M, with the no-prior counts of the same splits beside it:",
         "",
         *counts,
         "",
@@ -637,7 +639,7 @@ def third_pass_lines(res: dict, runs: list) -> list[str]:
     ]
     gaps = [r["SEP_prior"]["objective"] - r["GFITC_prior_at_SEP"]["objective"] for r in withz]
     lines += [
-        f"Where the two end, over the same {len(equal)} same-prior fits: the kernel "
+        f"Where the two end, over the {len(equal)} same-prior fits of (a): the kernel "
         f"hyperparameters agree (largest |log ratio| of variance and lengthscales "
         f"{min(lr):.2f} to {max(lr):.2f}, median {np.median(lr):.2f}), the inducing inputs "
         f"do not: GFITC's L-BFGS moved them by {min(zg):.1f} to {max(zg):.1f} (Frobenius "
@@ -670,9 +672,28 @@ def third_pass_lines(res: dict, runs: list) -> list[str]:
                 f"{r['GFITC_prior_at_SEP']['objective']:.3f} / "
                 f"{r['GFITC_prior']['objective']:.3f} |"
             )
+        summary = []
+        for frac in sorted({r["frac"] for r in fz}):
+            rs = [r for r in fz if r["frac"] == frac]
+            d = np.array([r["SEP_prior"]["nll"] - r["GFITC_prior"]["nll"] for r in rs])
+            o = np.array(
+                [r["GFITC_prior"]["objective"] - r["GFITC_prior_at_SEP"]["objective"] for r in rs]
+            )
+            summary.append(
+                f"- M = {rs[0]['M']} ({len(rs)} splits: "
+                f"{', '.join(str(r['split']) for r in rs)}): SEP within 0.01 of GFITC on "
+                f"{int((abs(d) <= 0.01).sum())} of {len(rs)} (largest |difference| "
+                f"{float(abs(d).max()):.1e}); GFITC's MAP objective minus SEP*'s "
+                f"{float(o.min()):+.1e} to {float(o.max()):+.1e} nats; GFITC's L-BFGS stopped "
+                f"on its tolerance after {min(r['GFITC_prior']['steps'] for r in rs)}-"
+                f"{max(r['GFITC_prior']['steps'] for r in rs)} iterations."
+            )
         lines += [
-            "The same priors with the inducing inputs held at Table 1's draw for both "
-            "(`--equal --fixed-z`, 250 iterations; only the splits listed were run):",
+            "(b) the same priors with the inducing inputs held at Table 1's draw for both "
+            "(`--equal --fixed-z`, 250 iterations; the splits listed are those that finished "
+            "on the shared machine):",
+            "",
+            *summary,
             "",
             *rows_fz,
             "",
@@ -728,7 +749,47 @@ def third_pass_lines(res: dict, runs: list) -> list[str]:
             *rows,
             "",
         ]
+    lines += _third_reading(res, equal, fz)
     return lines
+
+
+def _third_reading(res: dict, equal: list, fz: list) -> list[str]:
+    """The third pass's reading; its numbers come from the records."""
+    n_fz = len(fz)
+    ok_fz = sum(abs(r["SEP_prior"]["nll"] - r["GFITC_prior"]["nll"]) <= 0.01 for r in fz)
+    big = max((abs(r["SEP_prior"]["nll"] - r["GFITC_prior"]["nll"]) for r in fz), default=0.0)
+    ms_a = ", ".join(
+        f"{sum(r['frac'] == f for r in equal)} splits at M = "
+        f"{next(r['M'] for r in equal if r['frac'] == f)}"
+        for f in sorted({r["frac"] for r in equal})
+    )
+    return [
+        "Reading.  (1) Table 1's crabs records were already on Table 1's inducing inputs, "
+        "so the no-prior per-split counts stand (first table of this section): under "
+        "Table 1's protocol the issue's target is not met, for the reasons of the second "
+        "pass (no maximum to converge to).  (2) With the same priors and learned inducing "
+        f"inputs, (a), measured on {ms_a} (the other splits at M = 50 and all of M = 100 "
+        "were not re-run on Table 1's draw: the 2-core machine was shared with a long "
+        "timing benchmark, and this page's runs got a few per cent of a core), what "
+        "remains is not the approximation (GFITC's EP at SEP's point gives SEP's NLL), "
+        "not EP's convergence, and not the kernel hyperparameters (they agree closely), "
+        "but the inducing inputs: the MAP objective has no prior on them and is nearly "
+        "flat along them, GFITC's L-BFGS moves them far and SEP's step little, and the "
+        "test NLL depends on where they end (the diagnosed split: SEP run to 1,000 sweeps "
+        "ends 0.02 nats below GFITC's objective, its NLL unchanged).  SEP is also still "
+        "climbing at 250 sweeps (GFITC's objective is higher on every split with the "
+        "record): a step budget, but in directions that barely move the objective; on "
+        "split 5 at M = 30 the second pass's long run shows the other order (SEP's 1,500 "
+        "sweeps end 0.15 nats above where GFITC's L-BFGS stops), so neither optimiser "
+        "is the better one on that flat region.  (3) With the same priors and the "
+        "inducing inputs held at Table 1's draw, (b), the objective is over the kernel's "
+        "six hyperparameters only, and the two reach the same maximum: within 0.01 on "
+        f"{ok_fz} of {n_fz} measured splits (largest difference {big:.1e}).  That is the "
+        "comparison on an equal footing, and on it SEP matches GFITC split by split at "
+        "250 iterations; it differs from the seed's protocol (priors, inducing inputs not "
+        "learned), which is why Table 1's rows stay as measured.",
+        "",
+    ]
 
 
 def report() -> None:
