@@ -237,17 +237,11 @@ def table1(
     sets = sets[:2] if quick else sets
     for split in range(first_split, splits):
         for name in sets:
-            X, y = _all_data(name)
-            rng = np.random.default_rng(1000 + split)
-            perm = rng.permutation(len(X))
-            ntr = int(round(0.9 * len(X)))
-            tr, te = perm[:ntr], perm[ntr:]
-            Xtr, Xte = _standardize(X[tr], X[te])
             for frac in FRACTIONS:
                 if frac == 0.5 and name not in big_fraction_sets:
                     continue
-                M = max(2, int(round(frac * len(X))))
-                Z = Xtr[rng.choice(ntr, M, replace=False)]
+                Xtr, ytr, Xte, yte, Z = split_data(name, split, frac)
+                M, ntr = len(Z), len(Xtr)
                 for method, (make, kw) in _builders(Z).items():
                     if method not in methods or (name, frac, split, method) in done:
                         continue
@@ -259,9 +253,9 @@ def table1(
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         t0 = time.perf_counter()
-                        model.fit(Xtr, y[tr], seed=split, **kw)
+                        model.fit(Xtr, ytr, seed=split, **kw)
                         secs = time.perf_counter() - t0
-                    nll, err = _nll_err(model, Xte, y[te])
+                    nll, err = _nll_err(model, Xte, yte)
                     run = dict(
                         data=name,
                         frac=frac,
@@ -559,19 +553,23 @@ OLD_RULE = {"log_space": False, "backtrack": False}
 
 
 def split_data(name: str, split: int, frac: float):
-    """Table 1's split ``split`` of ``name``: the same permutation and standardisation, and
-    inducing inputs drawn by the same generator right after the permutation.  For the
-    first fraction (``FRACTIONS[0]``, 15%) they are Table 1's; Table 1 draws the inducing
-    inputs of the larger fractions after those of the smaller ones, so at 25% and 50%
-    they are another draw of the same size."""
+    """Table 1's split ``split`` of ``name`` at ``frac`` (one of ``FRACTIONS``): the same
+    permutation, standardisation and inducing inputs.  Table 1 draws the inducing inputs
+    of every fraction from one generator, right after the permutation, in the order of
+    ``FRACTIONS`` (15%, 25%, 50%; each an independent random subset of the training
+    inputs, the seed's protocol), so the draws of the smaller fractions are repeated
+    first.  ``table1`` itself takes its data from here."""
+    if frac not in FRACTIONS:
+        raise ValueError(f"frac must be one of Table 1's fractions {FRACTIONS}, got {frac!r}")
     X, y = _all_data(name)
     rng = np.random.default_rng(1000 + split)
     perm = rng.permutation(len(X))
     ntr = int(round(0.9 * len(X)))
     tr, te = perm[:ntr], perm[ntr:]
     Xtr, Xte = _standardize(X[tr], X[te])
-    M = max(2, int(round(frac * len(X))))
-    Z = Xtr[rng.choice(ntr, M, replace=False)]
+    for f in FRACTIONS[: FRACTIONS.index(frac) + 1]:
+        M = max(2, int(round(f * len(X))))
+        Z = Xtr[rng.choice(ntr, M, replace=False)]
     return Xtr, y[tr], Xte, y[te], Z
 
 
@@ -831,7 +829,8 @@ def report() -> None:
             "datasets Australian, Heart, Ionosphere and Sonar are not available offline), "
             "M = 15/25/50% of all "
             "instances, inducing inputs a random subset of the training inputs shared by "
-            "the three methods, inputs standardised "
+            "the three methods (drawn for 15%, 25% and 50% in turn from the split's "
+            "generator, `split_data`), inputs standardised "
             "with training statistics, ARD RBF kernel with the library's default initial "
             "hyperparameters for every method.  SEP: 250 iterations = 250 parallel damped "
             "sweeps (rho 0.5) each followed by one step of the seed's sign-adaptive rule "
@@ -921,6 +920,29 @@ def report() -> None:
             f"({_span(sep_steps)} here), each an O(N M^2) site pass plus a "
             "gradient step; the seed's SVI baseline took 1.5-2.4x SEP's time.",
         ]
+        import sep_crabs_ridge  # the per-split counts on crabs; it imports this module
+
+        eq = sep_crabs_ridge.equal_counts()
+        if eq:
+            per = "; ".join(
+                f"M = {c['M']}: {c['within']} of {c['n']} without priors, {c['within_prior']} "
+                f"of {c['n']} with the same priors"
+                for c in eq
+            )
+            lines += [
+                "",
+                "Crabs split by split (issue 23's target: SEP within 0.01 of GFITC on every "
+                f"split at 250 iterations; section 'Issue 23, third pass' below): {per}.  The "
+                "table's crabs rows are Table 1's protocol (no priors; the seed's); the "
+                "same-prior counts are a different protocol (MAP-II, the same log-normal "
+                "priors on both methods; mean NLL of SEP "
+                + ", ".join(f"{c['mean_prior'][0]:.3f}" for c in eq)
+                + " against "
+                + ", ".join(f"{c['mean'][0]:.3f}" for c in eq)
+                + " without), under which the "
+                "objective has a maximum and the two methods can be compared on an equal "
+                "footing.",
+            ]
         sk = sum(r.get("skipped", 0) for r in runs)
         lines += [
             "",

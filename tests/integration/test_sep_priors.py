@@ -108,3 +108,46 @@ def test_bounds_are_refused():
     """SEP's steps are not projected onto a box: set_bounds is an error, not ignored."""
     with pytest.raises(ValueError, match="set_prior"):
         lg.SEP(Z=Z6).set_bounds("kernel.variance", 1e-3, 1e3)
+
+
+def test_gfitc_map_objective_and_step_gradient():
+    """GFITC takes the same priors through the shared fit loop: the first recorded value
+    is ``log Z_EP + log p(theta_0)`` (the log-normal densities written out by hand), and
+    one plain gradient step moves each raw parameter by ``lr / N`` times the derivative
+    of that sum, taken here by central finite differences of the re-converged evidence."""
+    X, y = sep_check_data(40, seed=3)
+    N, lr, h = X.shape[0], 0.3, 1e-5
+    ell0, v0 = 0.8, 1.5
+    pri = {"variance": (1.2, 0.5), "lengthscale": (-0.5, 0.6)}  # (loc, scale), far from theta_0
+
+    def model(ell, var):
+        kern = lg.kernels.RBF(lengthscale=ell, variance=var)
+        return lg.GFITC(Z=Z6[::2], kernel=kern, learn_inducing=False, ep_tol=1e-13,
+                        max_sweeps=5000)
+
+    def map_value(ell, var):
+        lp = _lognormal(var, *pri["variance"])[0] + _lognormal(ell, *pri["lengthscale"])[0]
+        return model(ell, var).converge(X, y) + lp
+
+    m = model(ell0, v0)
+    for k, (loc, scale) in pri.items():
+        m.set_prior(f"kernel.{k}", lg.priors.LogNormal(loc, scale))
+    m.initialize(X, y, seed=0)
+    raw0 = {k: float(getattr(m.kernel, f"raw_{k}").detach().reshape(-1)[0]) for k in pri}
+    unit = float(m.kernel.input_unit[0])  # lengthscale = softplus(raw) * unit
+    assert float(m.kernel.lengthscale.reshape(-1)[0]) == pytest.approx(ell0, rel=1e-12)
+    m.fit(X, y, seed=0, max_steps=1, optimizer="sgd", lr=lr)
+    assert m.history_.objective[0] == pytest.approx(map_value(ell0, v0), abs=1e-8)
+    fd = {
+        "variance": (map_value(ell0, v0 + h) - map_value(ell0, v0 - h)) / (2 * h),
+        "lengthscale": (map_value(ell0 + h, v0) - map_value(ell0 - h, v0)) / (2 * h),
+    }
+    for k, slope in (("variance", 1.0), ("lengthscale", unit)):
+        moved = float(getattr(m.kernel, f"raw_{k}").detach().reshape(-1)[0]) - raw0[k]
+        dvalue_draw = slope / (1.0 + math.exp(-raw0[k]))
+        assert moved == pytest.approx(lr / N * fd[k] * dvalue_draw, rel=1e-5)
+    # the prior's pull is a large part of the step: without it the steps differ
+    plain = model(ell0, v0).fit(X, y, seed=0, max_steps=1, optimizer="sgd", lr=lr)
+    moved_plain = float(plain.kernel.raw_variance.detach().reshape(-1)[0]) - raw0["variance"]
+    moved_map = float(m.kernel.raw_variance.detach().reshape(-1)[0]) - raw0["variance"]
+    assert abs(moved_plain - moved_map) > 0.1 * abs(moved_map)

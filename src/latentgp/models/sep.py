@@ -508,7 +508,7 @@ class SEP(InducingEPClassifier):
         if not lp.requires_grad:
             return grads, float(lp)
         extra = self._grads(lp, params, scale)
-        return [a + b for a, b in zip(grads, extra, strict=True)], float(lp)
+        return [a + b for a, b in zip(grads, extra, strict=True)], float(lp.detach())
 
     def _apply_grads(self, grads, opt, params, reduce: Any, closure=None) -> bool:
         """Sum ``grads`` over processes and step ``opt`` (with ``closure`` when given);
