@@ -40,6 +40,10 @@ uncollapsed bound equals the collapsed one.  Predictions of the mapping at laten
 (:mod:`latentgp.variational.strategy`) with that optimal q(u) (collapsed; kept as
 buffers, recomputed by ``fit``) or the learned one (uncollapsed).
 
+New rows: :meth:`BayesianGPLVM.transform` maximises each new row's term of the uncollapsed
+bound (:meth:`BayesianGPLVM.local_bound`) over its q(x*) with everything else, q(u)
+included, held fixed.
+
 Training goes through the one fit: the fit engine's ``X`` is the column of row numbers
 (the model's local parameters are indexed by it), its ``y`` is ``Y``.  The latent means
 start at the principal components of Y (``latent_init="pca"``, scaled to unit variance),
