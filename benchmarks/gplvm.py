@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/gplvm.py [--datasets digits,usps] [--latent 2,5]
         [--n 1000] [--inducing 50] [--methods collapsed,gpflow,uncollapsed]
         [--uncollapsed-steps 2000]
+    .venv/bin/python benchmarks/gplvm.py --heldout 600 [--n 1000] [--latent 2]
     .venv/bin/python benchmarks/gplvm.py --report      # docs/results/gplvm.md
 
 Data: scikit-learn's 8x8 digits (1,797 images, 10 classes) and the SAVIGP USPS 16x16
@@ -18,6 +19,11 @@ of the labels in that embedding (latent means for the GPLVMs).  Methods:
   iterations), in the peer venv /work/venvs/gpflow (benchmarks/gpflow_gplvm_runner.py);
 - latentgp's uncollapsed bound (Adam at lr 0.01, minibatches of 256) for a fixed budget
   of ``--uncollapsed-steps`` (``--methods ...,uncollapsed``).
+
+``--heldout N_TRAIN``: train on N_TRAIN of the ``--n`` rows (a seed-1 permutation),
+embed the others with PCA fitted on the training rows and with the collapsed GPLVM's
+``transform``, and score the held-out rows by 1-NN classification against the training
+rows' embedding (process CPU seconds).
 
 Each run appends one provenance-stamped row per method to ``docs/results/gplvm.jsonl``
 and, for Q = 2 with more than PCA and one method, draws the embeddings to
@@ -152,6 +158,49 @@ def run_collapsed(base: dict, Y: np.ndarray, labels: np.ndarray, embeddings: dic
             "warnings": [str(w.message)[:200] for w in caught]}
 
 
+def nn_classify(train: np.ndarray, labels: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """The label of each ``test`` row's nearest ``train`` row (1-NN classification)."""
+    d = (test * test).sum(1)[:, None] + (train * train).sum(1)[None, :] - 2.0 * test @ train.T
+    return labels[d.argmin(1)]
+
+
+def run_heldout(name: str, Q: int, n: int, n_train: int, M: int) -> list[dict]:
+    """Train on ``n_train`` of the ``n`` drawn rows, embed the rest, and classify each
+    held-out row by the label of its nearest training row in the embedding: PCA fitted on
+    the training rows and applied to the held-out ones, against the collapsed
+    BayesianGPLVM fitted to the training rows and its ``transform`` of the held-out ones.
+    Times are process CPU seconds (one thread)."""
+    Y, labels = load(name, n)
+    perm = np.random.default_rng(1).permutation(len(Y))
+    tr, te = np.sort(perm[:n_train]), np.sort(perm[n_train:])
+    base = {"dataset": name, "N": len(tr), "N_test": len(te), "P": Y.shape[1], "Q": Q,
+            "M": M, "heldout": True}
+    t = time.process_time()
+    mu = Y[tr].mean(0)
+    _, _, Vt = np.linalg.svd(Y[tr] - mu, full_matrices=False)
+    Xtr, Xte = (Y[tr] - mu) @ Vt[:Q].T, (Y[te] - mu) @ Vt[:Q].T
+    rows = [{**base, "method": "PCA (fitted on train, applied to test)",
+             "nn_error": float(np.mean(nn_classify(Xtr, labels[tr], Xte) != labels[te])),
+             "train_loo_error": nn_error(Xtr, labels[tr]), "cpu_fit": time.process_time() - t}]
+    model = lg.BayesianGPLVM(Q, num_inducing=M)
+    t = time.process_time()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(Y[tr], seed=0, progress=False)
+        cpu_fit = time.process_time() - t
+        t = time.process_time()
+        Xte = model.transform(Y[te])
+        cpu_transform = time.process_time() - t
+    Xtr = model.latent_posterior()[0]
+    rows.append({**base, "method": "latentgp BayesianGPLVM (collapsed) + transform",
+                 "nn_error": float(np.mean(nn_classify(Xtr, labels[tr], Xte) != labels[te])),
+                 "train_loo_error": nn_error(Xtr, labels[tr]), "cpu_fit": cpu_fit,
+                 "cpu_transform": cpu_transform, "steps": model.history_.steps,
+                 "stopped": model.history_.stopped,
+                 "warnings": [str(w.message)[:200] for w in caught]})
+    return rows
+
+
 def plot(name: str, embeddings: dict, labels: np.ndarray) -> None:
     import matplotlib
 
@@ -172,6 +221,8 @@ def plot(name: str, embeddings: dict, labels: np.ndarray) -> None:
 def report() -> None:
     rows = [json.loads(line) for line in open(ROWS)] if os.path.exists(ROWS) else []
     last: dict = {}
+    heldout = [r for r in rows if r.get("heldout")]
+    rows = [r for r in rows if not r.get("heldout")]
     for r in rows:
         last[(r["dataset"], r["Q"], r["method"])] = r
     lines = [
@@ -189,6 +240,29 @@ def report() -> None:
             f"| {commit} |"
         )
     print("\n".join(lines))
+    if heldout:
+        print(report_heldout(heldout))
+
+
+def report_heldout(rows: list[dict]) -> str:
+    last: dict = {}
+    for r in rows:
+        last[(r["dataset"], r["Q"], r["method"])] = r
+    lines = [
+        "| data | N train | N test | P | Q | M | method | held-out 1-NN error "
+        "| train 1-NN error (LOO) | CPU s fit | CPU s transform | steps | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for key in sorted(last, key=lambda k: (k[0], k[1])):
+        r = last[key]
+        tr = f"{r['cpu_transform']:.1f}" if "cpu_transform" in r else ""
+        lines.append(
+            f"| {r['dataset']} | {r['N']} | {r['N_test']} | {r['P']} | {r['Q']} | {r['M']} "
+            f"| {r['method']} | {r['nn_error']:.3f} | {r['train_loo_error']:.3f} "
+            f"| {r['cpu_fit']:.1f} | {tr} | {r.get('steps', '')} "
+            f"| {(r['provenance']['commit'] or '')[:8]} |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -200,6 +274,9 @@ def main() -> None:
     ap.add_argument("--methods", default="collapsed,gpflow",
                     help="of collapsed, gpflow, uncollapsed (PCA always runs)")
     ap.add_argument("--uncollapsed-steps", type=int, default=2000)
+    ap.add_argument("--heldout", type=int, default=0, metavar="N_TRAIN",
+                    help="held-out runs instead: train on N_TRAIN of the --n rows, transform "
+                    "the rest, 1-NN error of the held-out labels (PCA and collapsed GPLVM)")
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 200 digits, Q = 2, M = 20, collapsed and PCA; printed, "
@@ -207,16 +284,21 @@ def main() -> None:
     a = ap.parse_args()
     if a.quick:
         a.datasets, a.latent, a.n, a.inducing, a.methods = "digits", "2", 200, 20, "collapsed"
+        a.heldout = 120 if a.heldout else 0
     if a.report:
         report()
         return
-    methods = set(a.methods.split(","))
+    methods = set() if a.heldout else set(a.methods.split(","))
     if not os.path.exists(GPFLOW_PY):
         methods.discard("gpflow")
     peers = {"gpflow": package_version("gpflow", GPFLOW_PY)} if "gpflow" in methods else None
     for name in a.datasets.split(","):
         for Q in (int(q) for q in a.latent.split(",")):
-            for row in run(name, Q, a.n, a.inducing, methods, a.uncollapsed_steps):
+            if a.heldout:
+                out = run_heldout(name, Q, a.n, a.heldout, a.inducing)
+            else:
+                out = run(name, Q, a.n, a.inducing, methods, a.uncollapsed_steps)
+            for row in out:
                 stamp(row, peers=peers)
                 if not a.quick:
                     with open(ROWS, "a") as fh:

@@ -40,6 +40,10 @@ uncollapsed bound equals the collapsed one.  Predictions of the mapping at laten
 (:mod:`latentgp.variational.strategy`) with that optimal q(u) (collapsed; kept as
 buffers, recomputed by ``fit``) or the learned one (uncollapsed).
 
+New rows: :meth:`BayesianGPLVM.transform` maximises each new row's term of the uncollapsed
+bound (:meth:`BayesianGPLVM.local_bound`) over its q(x*) with everything else, q(u)
+included, held fixed.
+
 Training goes through the one fit: the fit engine's ``X`` is the column of row numbers
 (the model's local parameters are indexed by it), its ``y`` is ``Y``.  The latent means
 start at the principal components of Y (``latent_init="pca"``, scaled to unit variance),
@@ -48,6 +52,7 @@ Z at k-means++ centres of them.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -287,14 +292,20 @@ class BayesianGPLVM(InducingInputs, GPModel):
         return out - P * (psi0 - W.trace()) / (2.0 * s2)
 
     def expected_log_lik(
-        self, Y: torch.Tensor, mean: torch.Tensor, variance: torch.Tensor, Lzz: torch.Tensor
+        self,
+        Y: torch.Tensor,
+        mean: torch.Tensor,
+        variance: torch.Tensor,
+        Lzz: torch.Tensor,
+        q: InducingQ | None = None,
     ) -> torch.Tensor:
         """``sum_n E_{q(x_n) q(u)} log N(y_n | f(x_n), s^2 I)`` over a batch (scaled ``Y``
-        ``(B, P)``, q(X) rows ``(B, Q)``) under the uncollapsed model's q(u)."""
+        ``(B, P)``, q(X) rows ``(B, Q)``) under the whitened ``q`` (``q_mu`` ``(P, M)``,
+        ``q_sqrt`` ``(P, M, M)``; default the uncollapsed model's learned q(u))."""
         s2 = self.likelihood.variance
         B, P = Y.shape
         psi0, b, W = self.whitened_statistics(mean, variance, Y, Lzz)
-        m, S = self.q.q_mu, self.q.q_sqrt  # (P, M), (P, M, M)
+        m, S = (self.q.q_mu, self.q.q_sqrt) if q is None else (q.q_mu, q.q_sqrt)
         sq = (
             Y.square().sum()
             - 2.0 * (m * b.mT).sum()
@@ -358,19 +369,28 @@ class BayesianGPLVM(InducingInputs, GPModel):
         if self.bound == "collapsed":
             self.set_optimal_inducing(self._scale_y(y))
 
-    def _compute_cache(self):
-        Lzz = self.prior_factor()
+    def inducing_posterior(self) -> InducingQ:
+        """The whitened q(u) the model predicts with, ``q_mu`` ``(P, M)`` and ``q_sqrt``
+        ``(P, M, M)``: the learned one (uncollapsed) or the kept optimum of the fitted
+        parameters (collapsed; ``RuntimeError`` before ``fit`` or when the parameters
+        changed since)."""
+        if not self.built:
+            raise RuntimeError("this BayesianGPLVM is not fitted yet: call fit(Y) first")
         if self.bound == "uncollapsed":
-            return predictive_cache(Lzz, InducingQ(self.q.q_mu, self.q.q_sqrt, True))
+            return InducingQ(self.q.q_mu, self.q.q_sqrt, True)
         p = self._param_vector()
+        if bool(torch.isnan(self.stat_params).all()):
+            raise RuntimeError("this BayesianGPLVM is not fitted yet: call fit(Y) first")
         if p.shape != self.stat_params.shape or not torch.equal(p, self.stat_params):
             raise RuntimeError(
                 "the BayesianGPLVM parameters changed since its optimal q(u) was computed; "
                 "call fit (or set_optimal_inducing with the scaled data) first"
             )
         P, M = self.opt_q_mu.shape
-        q = InducingQ(self.opt_q_mu, self.opt_q_sqrt.expand(P, M, M), True)
-        return predictive_cache(Lzz, q)
+        return InducingQ(self.opt_q_mu, self.opt_q_sqrt.expand(P, M, M), True)
+
+    def _compute_cache(self):
+        return predictive_cache(self.prior_factor(), self.inducing_posterior())
 
     # ---------------------------------------------------------------- user API --
     def fit(self, Y: Any, y: Any = None, **options: Any) -> BayesianGPLVM:  # type: ignore[override]
@@ -391,6 +411,106 @@ class BayesianGPLVM(InducingInputs, GPModel):
         self._require_built()
         m, v = self.latent_mean.detach(), self.latent_var.detach()
         return (m.cpu().numpy(), v.cpu().numpy()) if as_numpy else (m, v)
+
+    # ------------------------------------------------------------ new rows: q(X*) --
+    def local_bound(
+        self, Y: torch.Tensor, mean: torch.Tensor, variance: torch.Tensor
+    ) -> torch.Tensor:
+        """``sum_n E_{q(x_n) q(u)} log N(y_n | f(x_n), s^2 I) - KL[q(x_n) || p(x_n)]``
+        for scaled rows ``Y`` ``(B, P)`` and q(X) ``mean``, ``variance`` ``(B, Q)``, with
+        the model's q(u) (:meth:`inducing_posterior`) held fixed: the rows' terms of the
+        uncollapsed bound, i.e. how much that bound grows when the rows join the data."""
+        Lzz = self.prior_factor()
+        q = self.inducing_posterior()
+        return self.expected_log_lik(Y, mean, variance, Lzz, q) - latent_kl(mean, variance)
+
+    def transform(
+        self,
+        Y_new: Any,
+        *,
+        init: Any = "nearest",
+        max_steps: int = 1000,
+        tol: float = 1e-5,
+        return_variance: bool = False,
+    ) -> Any:
+        """The variational posterior q(x*) of new rows ``Y_new`` ``(N*, P)`` under the
+        fitted model, held fixed (kernel, noise, Z and q(u): the learned one, or the
+        collapsed bound's optimum kept by ``fit``).
+
+        Each row's q(x*) maximises its term of the bound, :meth:`local_bound` (the terms
+        of different rows are independent): full-batch L-BFGS (strong Wolfe) over all
+        rows together, on the log variances and on the means in units of the starting
+        standard deviations (``mean = mean0 + sqrt(var0) z``), until the largest
+        gradient entry in those coordinates is below ``tol`` (or the objective stops
+        changing at floating-point precision); a warning when ``max_steps`` iterations
+        did not get there.  Deterministic; the model is not changed.
+
+        ``init``: ``"nearest"`` (default) starts each row at the q(x_n) of the training
+        row whose reconstruction (the predicted mean at its latent mean) is nearest to
+        it in the data space; an array ``(N*, Q)`` gives the starting means (variances
+        start at ``latent_variance``).
+
+        Returns the means ``(N*, Q)``, or ``(means, variances)`` with
+        ``return_variance=True`` (numpy arrays).
+        """
+        self.inducing_posterior()  # refuses an unfitted or stale model
+        Yt = self._check_Y(Y_new)
+        steps = check_positive_int(max_steps, "max_steps")
+        tol = check_positive_float(tol, "tol")
+        ys = self._scale_y(Yt)
+        mean0, var0 = self._transform_start(ys, init)
+        sd0 = var0.sqrt()
+        z = torch.zeros_like(mean0, requires_grad=True)
+        log_var = var0.log().requires_grad_(True)
+
+        def closure() -> torch.Tensor:
+            value = -self.local_bound(ys, mean0 + sd0 * z, log_var.exp())
+            # torch.autograd.grad, not backward: the model's .grad stay untouched
+            z.grad, log_var.grad = torch.autograd.grad(value, [z, log_var])
+            return value.detach()
+
+        opt = torch.optim.LBFGS(
+            [z, log_var], lr=1.0, max_iter=steps, max_eval=2 * steps,
+            tolerance_grad=tol, tolerance_change=1e-14, history_size=50,
+            line_search_fn="strong_wolfe",
+        )
+        opt.step(closure)
+        n_iter = opt.state[z]["n_iter"]
+        if n_iter >= steps:
+            closure()
+            gmax = max(float(z.grad.abs().max()), float(log_var.grad.abs().max()))
+            if gmax > tol:
+                warnings.warn(
+                    f"BayesianGPLVM.transform stopped after max_steps={steps} L-BFGS "
+                    f"iterations with largest gradient {gmax:.3g} > tol={tol:g}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        m = (mean0 + sd0 * z).detach().cpu().numpy()
+        if not return_variance:
+            return m
+        return m, log_var.detach().exp().cpu().numpy()
+
+    def _transform_start(self, ys: torch.Tensor, init: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Starting means and variances ``(N*, Q)`` of :meth:`transform` for scaled rows
+        ``ys`` ``(N*, P)``."""
+        N, Q = ys.shape[0], self.latent_dim
+        if isinstance(init, str):
+            check_choice(init, "init", ("nearest",))
+            with torch.no_grad():
+                train_mean, train_var = self.latent_mean.detach(), self.latent_var.detach()
+                rec = self._latent_raw(train_mean)[0]  # (N_train, P), scaled units
+                d = (
+                    ys.square().sum(1, keepdim=True)
+                    - 2.0 * ys @ rec.mT
+                    + rec.square().sum(1)[None, :]
+                )
+                pick = d.argmin(1)
+                return train_mean[pick].clone(), train_var[pick].clone()
+        start = check_inputs(init, name="init", input_dim=Q, dtype=self.dtype_, device=self.device_)
+        if start.shape[0] != N:
+            raise ValueError(f"init has {start.shape[0]} rows but Y_new has {N}")
+        return start.clone(), torch.full_like(start, self.latent_variance)
 
 
 __all__ = ["BayesianGPLVM", "latent_kl", "pca_latents"]
