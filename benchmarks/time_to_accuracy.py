@@ -219,7 +219,8 @@ def one(name: str, split: int, M: int, args, gpflow_py) -> dict[str, Any]:
     steps = int(budget / 0.005) + args.chunk
     row: dict[str, Any] = {"set": name, "split": split, "M": M, "likelihood": likelihood,
                            "data": what, "n_train": int(X.shape[0]), "n_test": int(Xte.shape[0]),
-                           "tol": tol, "budget": budget, "clock": args.clock}
+                           "tol": tol, "budget": budget, "clock": args.clock,
+                           "chunk": args.chunk}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "data.npz")
         prepare(path, X, y, Xte, yte, M, min(B, X.shape[0]),
@@ -274,12 +275,15 @@ def page(rows: list[dict[str, Any]], args, sources: list[dict[str, Any]]) -> str
         out.append(f"- `{p.get('command')}` (commit {str(p.get('commit'))[:10]}, "
                    f"{p.get('date')}, {p.get('cpu')}, threads {p.get('threads')}, "
                    f"versions {p.get('versions')})")
+    chunks = sorted({r.get("chunk") or args.chunk for r in rows})
     out += [
         "",
-        f"Training seconds ({CLOCK_WORDS[getattr(args, 'clock', 'cpu')]}; evaluations "
+        f"Training seconds ({CLOCK_WORDS['cpu']}; rows marked '(wall s)': "
+        f"{CLOCK_WORDS['wall']}; evaluations "
         "untimed) until the test NLPD comes within `level` (tol: 0.01 nats for "
         "regression, 0.005 for classification and counts) of the best value any race "
-        f"configuration reached in the same run, interleaved in rounds of {args.chunk} "
+        "configuration reached in the same run, interleaved in rounds of "
+        f"{' or '.join(str(c) for c in chunks)} "
         "steps, each configuration for its row's budget of training; the same data, "
         "initial Z and hyperparameters and minibatch sequence for all. "
         + _settings(args), "",

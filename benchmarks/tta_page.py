@@ -93,6 +93,8 @@ def normalise_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
             large = args.get("budget_large")
             r["budget"] = args["budget"] if r["M"] < 1024 or large is None else large
         r.setdefault("default", None)
+        r.setdefault("chunk", args.get("chunk"))
+        r.setdefault("clock", args.get("clock", "wall"))  # the first harness timed wall seconds
         r.setdefault("source", prov.get("command"))
         r.setdefault("commit", prov.get("commit"))
         rows.append(r)
@@ -143,6 +145,8 @@ def fmt_time(t: float | None) -> str:
 def _ratio(s: dict[str, Any]) -> str:
     if s["lg_best"] is None:
         return "latentgp not reached"
+    if s["lg_best"] == 0:
+        return "n/a (level met at the start)"
     if s["ratio_peer"] is not None:
         return f"{s['ratio_peer']:.2f}x"
     if s["ratio_peer_bound"] is not None:
@@ -181,8 +185,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             continue  # a default-only row without its race
         s = summary(r)
         cells = [fmt_time(s["reach"][lab]) if lab in s["reach"] else "skipped" for lab in labels]
+        wall = " (wall s)" if r.get("clock") == "wall" else ""
         out.append(
-            f"| {r['set']} | {r['likelihood']} | {r['split']} | {r['M']} | "
+            f"| {r['set']}{wall} | {r['likelihood']} | {r['split']} | {r['M']} | "
             f"{r.get('n_train', '')} | {s['best']:.3f} | +{r['tol']:g} | "
             + " | ".join(cells) + f" | {_ratio(s)} | " + " | ".join(_default_cells(r, s)) + " |"
         )
