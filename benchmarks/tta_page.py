@@ -102,13 +102,13 @@ def normalise_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def compact(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` with its curves' seconds rounded to 1 ms and NLPDs to 1e-5 nats (the page's
-    JSON stays under the results folder's 1 MB limit); changes ``row`` in place."""
+    """``row`` with its curves' seconds rounded to 10 ms and NLPDs to 1e-4 nats (a page of
+    some 15 rows stays under the results folder's 1 MB limit); changes ``row`` in place."""
     curves = list((row.get("curves") or {}).values())
     if row.get("default"):
         curves.append(row["default"]["curve"])
     for c in curves:
-        for key, digits in (("seconds", 3), ("wall", 3), ("nlpd", 5)):
+        for key, digits in (("seconds", 2), ("wall", 2), ("nlpd", 4)):
             if key in c:
                 c[key] = [round(float(v), digits) if np.isfinite(v) else float(v)
                           for v in c[key]]
