@@ -344,6 +344,7 @@ def main() -> None:
                     help="rebuild the page (and figures) from this JSON of a run; no fits")
     args = ap.parse_args()
     args.max_train = args.max_train or None
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if args.render:
         args.merge = [args.render]
     if args.merge:
