@@ -1,4 +1,8 @@
-"""Worker: latentgp's SVGP (Gaussian likelihood, ARD SE kernel, whitened full q(u))."""
+"""Worker: latentgp's SVGP (ARD SE kernel, whitened full q(u); a Gaussian likelihood, or
+with ``likelihood`` in the setup command Bernoulli (probit) or Poisson (exp link)).
+
+Besides the race commands (``worker_protocol``) it runs latentgp's default fit
+(``{"cmd": "default_fit", ...}``, see :func:`default_fit`)."""
 
 from __future__ import annotations
 
@@ -26,10 +30,11 @@ def setup(cmd):
     model = lg.SVGP(
         Z=d["Z"],
         kernel=lg.kernels.RBF(lengthscale=d["lengthscale"].tolist(), variance=float(d["variance"])),
-        likelihood=lg.likelihoods.Gaussian(variance=float(d["noise"])),
+        likelihood=_likelihood(cmd.get("likelihood", "gaussian"), float(d["noise"])),
         normalize_y=False,
         dtype=dtype,
     )
+    state["likelihood"] = cmd.get("likelihood", "gaussian")
     model.initialize(X, y)  # builds with the shared initial values; no training
     state.update(
         model=model,
@@ -44,6 +49,18 @@ def setup(cmd):
         yte=d["y_test"],
     )
     return {"ok": True, "version": lg.__version__}
+
+
+def _likelihood(name: str, noise: float):
+    """The race's likelihood: Gaussian (initial noise variance), Bernoulli with the probit
+    link (the link all three libraries share) or Poisson with the exp link (offset 0)."""
+    if name == "gaussian":
+        return lg.likelihoods.Gaussian(variance=noise)
+    if name == "bernoulli":
+        return lg.likelihoods.Bernoulli(link="probit")
+    if name == "poisson":
+        return lg.likelihoods.Poisson()
+    raise ValueError(f"unknown likelihood {name!r}")
 
 
 def _optimizer(model, cmd, N):
@@ -91,6 +108,9 @@ def train(cmd):
 def evaluate(cmd):
     m = state["model"]
     m.eval()
+    if state["likelihood"] != "gaussian":  # the harness scores q(f*) the same way for all
+        fm, fv = m.predict_f(state["Xte"])
+        return {"f_mean": np.asarray(fm).ravel().tolist(), "f_var": np.asarray(fv).ravel().tolist()}
     mean, var = m.predict_y(state["Xte"])
     y = state["yte"]
     lpd = m.log_predictive_density(state["Xte"], y)
@@ -110,8 +130,57 @@ def predict(cmd):
             "cpu_points_per_second": n / max(time.process_time() - c0, 1e-9)}
 
 
+def default_fit(cmd):
+    """latentgp's default ``lg.SVGP(num_inducing=M[, likelihood=...]).fit(X, y)`` on the
+    race's training rows (its own initialisation, optimiser and stopping rule; ``seed=0``,
+    no progress bar), with a callback that scores the test NLPD (``log_predictive_density``,
+    in the units of the data given) every ``every`` steps.  Times are process CPU seconds
+    from the call of ``fit`` with the scoring excluded; ``cap`` (CPU seconds, optional)
+    stops the fit from the callback, recorded as its reason."""
+    torch.set_num_threads(int(cmd.get("threads", 1)))
+    d = np.load(cmd["data"])
+    X, y, Xte, yte = d["X_train"], d["y_train"], d["X_test"], d["y_test"]
+    every, cap = int(cmd["every"]), cmd.get("cap")
+    kw = {} if cmd.get("likelihood") is None else {"likelihood": cmd["likelihood"]}
+    curve: dict[str, list] = {"seconds": [], "steps": [], "nlpd": []}
+    scoring = [0.0]  # CPU seconds spent scoring
+    cut = [False]
+
+    def score(model) -> float:
+        with torch.no_grad():
+            value = -float(np.mean(np.asarray(model.log_predictive_density(Xte, yte))))
+        return value if np.isfinite(value) else float("inf")
+
+    def callback(info) -> bool:
+        if info["step"] % every:
+            return False
+        e0 = time.process_time()
+        t = e0 - c0 - scoring[0]
+        curve["seconds"].append(t)
+        curve["steps"].append(int(info["step"]))
+        curve["nlpd"].append(score(info["model"]))
+        scoring[0] += time.process_time() - e0
+        cut[0] = cap is not None and t >= float(cap)
+        return cut[0]
+
+    model = lg.SVGP(num_inducing=int(cmd["M"]), **kw)
+    w0, c0 = time.perf_counter(), time.process_time()
+    model.fit(X, y, seed=0, progress=False, callbacks=[callback])
+    total, wall = time.process_time() - c0 - scoring[0], time.perf_counter() - w0
+    final = score(model)  # after fit returns (a stopping rule may restore earlier parameters)
+    curve["seconds"].append(total)
+    curve["steps"].append(int(model.history_.steps))
+    curve["nlpd"].append(final)
+    reason = f"cut at {float(cap):g} CPU s" if cut[0] else model.history_.reason
+    return {"curve": curve, "total_seconds": total, "wall_seconds": wall, "final_nlpd": final,
+            "steps": int(model.history_.steps), "reason": reason,
+            "optimizer": model.history_.optimizer, "batch_size": int(model.history_.batch_size),
+            "version": lg.__version__}
+
+
 def handler(cmd):
-    return {"setup": setup, "train": train, "eval": evaluate, "predict": predict}[cmd["cmd"]](cmd)
+    return {"setup": setup, "train": train, "eval": evaluate, "predict": predict,
+            "default_fit": default_fit}[cmd["cmd"]](cmd)
 
 
 if __name__ == "__main__":

@@ -230,7 +230,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "time_to_accuracy",
             "time_to_accuracy.py",
             "issue 24: time until a test NLPD for latentgp, GPyTorch and GPflow with Adam "
-            "and natural gradients (--quick: elevators M=64, temp dir)",
+            "and natural gradients (--quick: elevators and poisson-draw, M=64, temp dir)",
             ("docs/results/time_to_accuracy.md",),
             results_dir=("--out", "time_to_accuracy.md"),
             quick_overwrites=False,
