@@ -33,7 +33,8 @@ def test_list_names_every_experiment_script(capsys):
     # reliability tables printer, the QSRVM, SLGP-moons, SEP crabs-ridge and BO-trajectory
     # diagnostics (pages written by hand from their output), the QSGP default-fit runner (a
     # section of the qsgp_reproduction page), the natural-gradient default comparison (its
-    # page written by hand from its output) and the machine description the scripts import
+    # page written by hand from its output), the time-to-accuracy page writer (imported by
+    # time_to_accuracy) and the machine description the scripts import
     helpers = {
         "bo_trajectories",
         "gpflow_gplvm_runner",
@@ -46,6 +47,7 @@ def test_list_names_every_experiment_script(capsys):
         "qsgp_table3_lr",
         "slgp_moons_diagnostic",
         "natural_default",
+        "tta_page",
         "machine",
     }
     scripts = {p.stem for p in BENCH.glob("*.py")} - helpers
