@@ -1,5 +1,10 @@
-"""What every latentgp model shares: the fit/predict contract, chunked prediction,
-target scaling, and the model-file format.
+"""What every latentgp model shares: construction and configuration, building, target
+scaling, the fit/predict contract and saving.
+
+The pieces ``GPModel`` composes live beside it: the shared prediction methods in
+:mod:`.prediction_api` (a mixin), the target and source checks in :mod:`.model_data`, the
+file format in :mod:`.file_format` and the fit-engine registry in :mod:`.engine` (their
+public names are importable from here too).
 
 A concrete model implements
 
