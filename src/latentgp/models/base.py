@@ -1,5 +1,10 @@
-"""What every latentgp model shares: the fit/predict contract, chunked prediction,
-target scaling, and the model-file format.
+"""What every latentgp model shares: construction and configuration, building, target
+scaling, the fit/predict contract and saving.
+
+The pieces ``GPModel`` composes live beside it: the shared prediction methods in
+:mod:`.prediction_api` (a mixin), the target and source checks in :mod:`.model_data`, the
+file format in :mod:`.file_format` and the fit-engine registry in :mod:`.engine` (their
+public names are importable from here too).
 
 A concrete model implements
 
@@ -18,35 +23,47 @@ engine reaches the model only through the public hooks of the "training contract
 
 from __future__ import annotations
 
-import importlib
-import json
 import os
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from ..config import default_dtype, get_config
-from ..io import atomic_write, digest, record_digests
 from ..kernels import Kernel, kernel_from_config, kernel_from_name
 from ..likelihoods import Gaussian, Likelihood, likelihood_from_config, likelihood_from_name
 from ..means import MeanFunction, mean_from_config, mean_from_spec
 from ..parameters import spread_unit
 from ..rng import seeded_scope
 from ..validation import check_inputs, check_targets
+from .engine import DEFAULT_FIT_ENGINE_MODULE, fit_engine, set_fit_engine
+from .file_format import (
+    FILE_DTYPES,
+    FORMAT,
+    FORMAT_VERSION,
+    READABLE_FORMAT_VERSIONS,
+    dtype_name,
+    file_records,
+    make_payload,
+    write_payload,
+)
 from .hyperpriors import HyperpriorMixin
-from .predict import chunked, rows_per_chunk, unscale_moments
+from .model_data import (
+    INIT_SAMPLE_ROWS,
+    check_source,
+    check_target_columns,
+    column_stats,
+    init_sample,
+)
+from .prediction_api import PredictionAPI
 
-FORMAT = "latentgp-model"
-FORMAT_VERSION = 3
-#: version 2 (latentgp 0.2): inducing inputs stored as ``Z_raw`` and lengthscales/periods
-#: measured in units of each input column (``input_unit`` buffers); version-1 files load
-#: with those units set to 1, which gives the same model.  Version 3: a prior mean
-#: function (``config["mean"]`` and its ``mean_function.*`` tensors, present only for a
-#: non-zero mean); files of versions 1 and 2 have none and load with the zero mean.
-READABLE_FORMAT_VERSIONS = (1, 2, 3)
+#: names that live in the modules split off this one, importable from here as before
+__all__ = [
+    "DEFAULT_FIT_ENGINE_MODULE", "FILE_DTYPES", "FORMAT", "FORMAT_VERSION", "GPModel",
+    "INIT_SAMPLE_ROWS", "MODEL_REGISTRY", "READABLE_FORMAT_VERSIONS", "file_records",
+    "fit_engine", "init_sample", "register_model", "require_gaussian_likelihood",
+    "set_fit_engine", "with_noise_variance",
+]
 
 MODEL_REGISTRY: dict[str, type[GPModel]] = {}
 
@@ -54,74 +71,6 @@ MODEL_REGISTRY: dict[str, type[GPModel]] = {}
 def register_model(cls):
     MODEL_REGISTRY[cls.__name__] = cls
     return cls
-
-
-#: the fit engine (``latentgp.training.fit``), registered by ``latentgp.training`` on import
-_FIT_ENGINE: list[Callable[..., Any]] = []
-
-
-def set_fit_engine(engine: Callable[..., Any]) -> None:
-    """Register the function that trains every model: ``engine(model, X, y, **options)``
-    returning the model.  ``latentgp.training`` registers :func:`latentgp.training.fit`
-    when it is imported (``import latentgp`` does), so that models reach the one fit
-    without importing the training layer above them."""
-    if not callable(engine):
-        raise TypeError(f"the fit engine must be callable, got {engine!r}")
-    _FIT_ENGINE[:] = [engine]
-
-
-#: The module that registers the default engine when it is imported.  Models name it here
-#: instead of importing it, so that the model layer does not depend on the training layer
-#: (and ``import latentgp`` stays lazy: the CLI starts without torch).
-DEFAULT_FIT_ENGINE_MODULE = "latentgp.training"
-
-
-#: The dtypes a model file may name (never looked up as arbitrary torch attributes).
-FILE_DTYPES = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
-
-
-def file_records(payload: dict[str, Any]) -> dict[str, Any]:
-    """The records of a model file that its checksum manifest covers: every top-level
-    entry (the header, a tool's additions such as the CLI's preprocessing record) and each
-    tensor of the state, one record apiece."""
-    records = {k: v for k, v in payload.items() if k not in ("checksums", "state")}
-    records.update({f"state/{k}": v for k, v in payload["state"].items()})
-    return records
-
-
-def fit_engine() -> Callable[..., Any]:
-    """The registered fit engine; on first use without one, the default engine's module
-    (:data:`DEFAULT_FIT_ENGINE_MODULE`) is imported, which registers it."""
-    if not _FIT_ENGINE:
-        importlib.import_module(DEFAULT_FIT_ENGINE_MODULE)
-    if not _FIT_ENGINE:
-        raise RuntimeError(
-            f"no fit engine is registered: importing {DEFAULT_FIT_ENGINE_MODULE} did not "
-            "register one"
-        )
-    return _FIT_ENGINE[0]
-
-
-#: Rows of the seeded sample from which a model initialises (inducing inputs,
-#: lengthscales) when it trains from an out-of-core source (:func:`init_sample`).
-INIT_SAMPLE_ROWS = 20000
-
-
-def init_sample(num_rows: int, seed: int | None) -> np.ndarray:
-    """The sorted row numbers of the seeded initialisation sample of ``num_rows`` rows: at
-    most :data:`INIT_SAMPLE_ROWS`, drawn without replacement by
-    ``numpy.random.default_rng(seed or 0)``; every row (``arange``) of a smaller set."""
-    rng = np.random.default_rng(0 if seed is None else seed)
-    return np.sort(rng.choice(num_rows, size=min(num_rows, INIT_SAMPLE_ROWS), replace=False))
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def with_noise_variance(likelihood: Likelihood, noise_variance: float | None) -> Likelihood:
@@ -150,23 +99,7 @@ def require_gaussian_likelihood(model: Any, advice: str) -> None:
         )
 
 
-def _column_stats(y: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Mean, standard deviation (N - 1), minimum and maximum of each column of ``y``
-    ``(N, P)``, over its observed (non-NaN) entries."""
-    observed = ~torch.isnan(y)
-    if bool(observed.all()):  # the usual case, computed as it always was (bit for bit)
-        sd = y.std(0) if y.shape[0] > 1 else torch.ones_like(y[0])
-        return y.mean(0), sd, y.amin(0), y.amax(0)
-    n = observed.sum(0)
-    mean = torch.where(observed, y, 0.0).sum(0) / n.clamp_min(1)
-    dev = torch.where(observed, y - mean, 0.0)
-    sd = (dev.square().sum(0) / (n - 1).clamp_min(1)).sqrt()
-    lo = torch.where(observed, y, torch.inf).amin(0)
-    hi = torch.where(observed, y, -torch.inf).amax(0)
-    return mean, sd, lo, hi
-
-
-class GPModel(HyperpriorMixin, nn.Module):
+class GPModel(HyperpriorMixin, PredictionAPI, nn.Module):
     """Base class of latentgp models (see module docstring).
 
     Parameters
@@ -323,7 +256,7 @@ class GPModel(HyperpriorMixin, nn.Module):
             "kernel": self.kernel.to_config(),
             "likelihood": self.likelihood.to_config(),
             "normalize_y": self.normalize_y,
-            "dtype": _dtype_name(self.dtype_),
+            "dtype": dtype_name(self.dtype_),
             **({} if self.mean_function.is_zero else {"mean": self.mean_function.to_config()}),
             **self.hyperprior_config(),
             **{name: getattr(self, name) for name in self.CONFIG_ATTRIBUTES},
@@ -377,20 +310,9 @@ class GPModel(HyperpriorMixin, nn.Module):
         y = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_,
                           allow_missing=missing_ok)
         self._adapt_likelihood(y)
-        out = 1 if y.ndim == 1 else y.shape[1]
-        if self.output_dim is not None and out != self.output_dim:
-            raise ValueError(
-                f"{name} has {out} output column(s) but the model was trained with "
-                f"{self.output_dim}"
-            )
-        multi_output = getattr(self.likelihood, "num_outputs", None) is not None
-        if self.likelihood.latent_dim > 1 and y.ndim != 1 and not multi_output:
-            what = "class labels" if self.likelihood.task == "multiclass" else "targets"
-            raise ValueError(
-                f"{name} must be a 1-D array of {what} (one target column for the "
-                f"{type(self.likelihood).__name__} likelihood), got shape {tuple(y.shape)}"
-            )
-        return self.likelihood.validate_targets(y, name)
+        return check_target_columns(
+            y, likelihood=self.likelihood, output_dim=self.output_dim, name=name
+        )
 
     def _adapt_likelihood(self, y: torch.Tensor) -> None:
         """Before the model is built, let the likelihood take the sizes it leaves to the
@@ -507,12 +429,7 @@ class GPModel(HyperpriorMixin, nn.Module):
     def check_source(self, source: Any) -> int:
         """Check an out-of-core source (``latentgp.datasets.ShardedArrays``) against the
         model; returns its number of rows N."""
-        if self.input_dim is not None and source.input_dim != self.input_dim:
-            raise ValueError(
-                f"the data has {source.input_dim} columns but the model was trained with "
-                f"{self.input_dim} input dimensions"
-            )
-        return int(source.num_rows)
+        return check_source(source, self.input_dim)
 
     def initialize_training(
         self, X: torch.Tensor, y: torch.Tensor, *, seed: int | None
@@ -583,7 +500,7 @@ class GPModel(HyperpriorMixin, nn.Module):
                 torch.manual_seed(seed)
             self._build_for_data(Xt, yt)
             if self._uses_scaling():
-                mean, sd, lo, hi = _column_stats(yt.reshape(N, -1))
+                mean, sd, lo, hi = column_stats(yt.reshape(N, -1))
                 self.y_mean.copy_(mean)
                 self.y_scale.copy_(spread_unit(sd if N > 1 else torch.ones_like(sd), lo, hi))
         self._validate_sizes(N)
@@ -644,198 +561,9 @@ class GPModel(HyperpriorMixin, nn.Module):
     def _validate_sizes(self, N: int) -> None:
         """Model-specific size checks (e.g. more inducing points than data)."""
 
-    # ----------------------------------------------------------------- prediction --
     def _require_built(self) -> None:
         if not self.built:
             raise RuntimeError(f"{type(self).__name__} is not fitted yet: call fit(X, y) first")
-
-    def prediction_cache(self) -> Any:
-        """Factors reused across prediction chunks, recomputed when parameters change.
-
-        For the inducing-point models this is (or contains) the conditional's
-        :class:`~latentgp.variational.PredictiveCache`; ExactGP keeps its Cholesky factor (a
-        :class:`~latentgp.linalg.BlockCholesky`) and ``alpha = (K + s^2 I)^{-1} y``.
-        Public so that tools built on a fitted model (e.g. acquisition functions) can
-        reuse it; treat it as read-only.
-
-        The cache is keyed on the parameters' *values* (a detached copy taken when it is
-        computed), not on their version counters: fused optimisers (``Adam(fused=True)``,
-        the loop's default) and writes through ``.data`` change a parameter without
-        bumping its version, and a version key then served predictions from parameters
-        several hundred steps old to callbacks evaluating during training.  Buffers
-        that predictions depend on are the models' own business (they reset
-        ``self._cache`` when they change them).  Models without a cache skip the copy.
-        """
-        if type(self)._compute_cache is GPModel._compute_cache:
-            return None
-        params = [p.detach() for p in self.parameters()]
-        ids = tuple((id(p), p.shape) for p in self.parameters())
-        c = self._cache
-        if (
-            c is not None
-            and c[0] == ids
-            and all(torch.equal(p, q) for p, q in zip(params, c[1], strict=True))
-        ):
-            return c[2]
-        with torch.no_grad():
-            value = self._compute_cache()
-        self._set_prediction_cache(value)
-        return value
-
-    def _set_prediction_cache(self, value: Any) -> None:
-        """Keep ``value`` as the prediction cache of the current parameter values (for a
-        model that has its factors already, e.g. from a rank-k update)."""
-        params = list(self.parameters())
-        ids = tuple((id(p), p.shape) for p in params)
-        self._cache = (ids, [p.detach().clone() for p in params], value)
-
-    def _compute_cache(self) -> Any:
-        return None
-
-    def _predict_f_chunk(self, X: torch.Tensor, cache: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """Latent marginals ``(B, Q)`` each, in scaled-target units."""
-        raise NotImplementedError
-
-    def prediction_chunk_rows(self, chunk_size: int | None = None) -> int:
-        """Rows per prediction chunk for a ``chunk_size`` argument of the predict methods
-        (:func:`~latentgp.models.predict.rows_per_chunk` with this model's
-        :meth:`_chunk_width`): ``chunk_size`` itself when given, else the configured
-        ``chunk_size``, else about a million entries per intermediate."""
-        return rows_per_chunk(chunk_size, self._chunk_width())
-
-    _rows_per_chunk = prediction_chunk_rows
-
-    def _chunk_width(self) -> int:
-        """Columns of the largest per-row intermediate at prediction (M Q for sparse models)."""
-        return int(getattr(self, "num_inducing", 0) or 0) * max(1, self.num_latent)
-
-    def _latent_raw(self, X: torch.Tensor, chunk_size: int | None = None):
-        """Latent marginals ``(N, Q)`` in scaled-target units, chunk by chunk."""
-        cache = self.prediction_cache()
-        rows = self._rows_per_chunk(chunk_size)
-        return chunked(lambda xc: self._predict_f_chunk(xc, cache), X, rows=rows)
-
-    def _unscale_moments(self, m: torch.Tensor, v: torch.Tensor):
-        """Moments in the targets' original units (unchanged without target scaling)."""
-        if not self._uses_scaling():
-            return m, v
-        return unscale_moments(m, v, self.y_scale, self.y_mean)
-
-    def _squeeze(self, t: torch.Tensor) -> torch.Tensor:
-        return t[..., 0] if (t.shape[-1] == 1) else t
-
-    def _to_output(self, t: torch.Tensor, as_numpy: bool) -> Any:
-        return t.detach().cpu().numpy() if as_numpy else t
-
-    def predict_f(
-        self, X: Any, chunk_size: int | None = None, as_numpy: bool = True
-    ) -> tuple[Any, Any]:
-        """Marginal mean and variance of the latent function(s) at ``X`` ``(N, D)``.
-
-        Returns ``(N,)`` arrays for one latent function, ``(N, Q)`` for several; in the
-        units of the targets when they were standardised for training.
-        """
-        self._require_built()
-        Xt = self._check_X(X)
-        m, v = self._unscale_moments(*self._latent_raw(Xt, chunk_size))
-        return self._to_output(self._squeeze(m), as_numpy), self._to_output(
-            self._squeeze(v), as_numpy
-        )
-
-    def _lik_args(self, m: torch.Tensor, v: torch.Tensor):
-        """Shape latent marginals ``(B, Q)`` for the likelihood."""
-        if self.likelihood.latent_dim == 1 and m.shape[-1] == 1:
-            return m[..., 0], v[..., 0]
-        return m, v
-
-    def predict_y(
-        self, X: Any, chunk_size: int | None = None, as_numpy: bool = True
-    ) -> tuple[Any, Any]:
-        """Predictive mean and variance of y at ``X``.
-
-        For classification the mean is the class probability: ``P(y = 1)`` ``(N,)`` for
-        binary likelihoods, ``(N, C)`` for softmax.
-        """
-        self._require_built()
-        Xt = self._check_X(X)
-        cache = self.prediction_cache()
-
-        def moments(xc):
-            m, v = self._predict_f_chunk(xc, cache)
-            return self.likelihood.predictive_moments(*self._lik_args(m, v))
-
-        m, v = self._unscale_moments(*chunked(moments, Xt, rows=self._rows_per_chunk(chunk_size)))
-        return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
-
-    def log_predictive_density(
-        self, X: Any, y: Any, chunk_size: int | None = None, as_numpy: bool = True
-    ) -> Any:
-        """``log p(y_n | x_n, data)`` for each test point, shape ``(N,)``."""
-        self._require_built()
-        Xt = self._check_X(X)
-        yt = self._check_y(y, Xt.shape[0])
-        ys = self._scale_y(yt)
-        cache = self.prediction_cache()
-
-        def log_density(xc, yc):
-            m, v = self._predict_f_chunk(xc, cache)
-            lp = self.likelihood.predictive_log_density(yc, *self._lik_args(m, v))
-            return lp.sum(-1) if lp.ndim > 1 else lp
-
-        (lpd,) = chunked(log_density, Xt, ys, rows=self._rows_per_chunk(chunk_size))
-        offset: Any = self._log_scale_sum()
-        if offset and yt.ndim == 2 and bool(torch.isnan(yt).any()):
-            # missing outputs: each row's density is over its observed outputs only
-            offset = (~torch.isnan(yt)).to(yt.dtype) @ self.y_scale.log()
-        return self._to_output(lpd - offset, as_numpy)
-
-    def predict_f_full_cov(self, X: Any) -> tuple[Any, Any]:
-        """Joint posterior of the latents at ``X``: mean ``(N, Q)``, covariance ``(Q, N, N)``.
-
-        Memory grows as N^2: meant for a few thousand points.
-        """
-        self._require_built()
-        with torch.no_grad():
-            m, K = self.predict_f_joint(self._check_X(X))
-        return m.cpu().numpy(), K.cpu().numpy()
-
-    def predict_f_joint(
-        self, X: torch.Tensor, *, scaled: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Joint posterior of the latents at each batch of ``X`` ``(..., N, D)`` as tensors
-        that carry gradients with respect to ``X`` (for acquisition functions): mean
-        ``(..., N, Q)``, covariance ``(..., Q, N, N)``, in the targets' units (``scaled``:
-        in the model's internal, scaled-target units, where the latent GPs of models such
-        as SHGP live).  The factors of the fitted posterior are the (constant) prediction
-        cache."""
-        self._require_built()
-        if not isinstance(X, torch.Tensor):
-            raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
-        if X.ndim < 2 or X.shape[-1] != self.input_dim:
-            raise ValueError(
-                f"X must have shape (..., N, {self.input_dim}), got {tuple(X.shape)}"
-            )
-        m, K = self._predict_f_full(X.to(self.dtype_), self.prediction_cache())
-        if self._uses_scaling() and not scaled:
-            m, _ = unscale_moments(m, m, self.y_scale, self.y_mean)
-            K = K * (self.y_scale**2)[:, None, None]
-        return m, K
-
-    def _predict_f_full(self, X, cache):
-        raise NotImplementedError(f"{type(self).__name__} has no joint predictive covariance")
-
-    def sample_f(self, X: Any, num_samples: int = 10, seed: int | None = None) -> np.ndarray:
-        """Joint posterior samples of the latent function(s): ``(S, N)`` or ``(S, N, Q)``."""
-        m, K = self.predict_f_full_cov(X)
-        rng = np.random.default_rng(seed)
-        Q, N = K.shape[0], K.shape[1]
-        out = np.empty((num_samples, N, Q))
-        for q in range(Q):
-            Kq = K[q] + 1e-10 * np.mean(np.diag(K[q])) * np.eye(N)
-            w, V = np.linalg.eigh(Kq)
-            root = V * np.sqrt(np.clip(w, 0, None))
-            out[:, :, q] = m[None, :, q] + rng.standard_normal((num_samples, N)) @ root.T
-        return out[..., 0] if Q == 1 else out
 
     # ------------------------------------------------------------------ save/load --
     def file_payload(self) -> dict[str, Any]:
@@ -843,20 +571,9 @@ class GPModel(HyperpriorMixin, nn.Module):
         store more in a model file (the CLI's preprocessing record) add their own keys and
         write it with ``torch.save`` through :func:`latentgp.io.atomic_write`."""
         self._require_built()
-        from ..version import __version__
-
-        header = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "library_version": __version__,
-            "model": type(self).__name__,
-            "config": self.get_config(),
-            "build": self._build_args(),
-        }
-        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        payload = {"header": json.dumps(header), "state": state}
-        payload["checksums"] = record_digests(file_records(payload))
-        return payload
+        return make_payload(
+            type(self).__name__, self.get_config(), self._build_args(), self.state_dict()
+        )
 
     def save(self, path: str | os.PathLike, *, records: dict[str, str] | None = None) -> None:
         """Write the model to ``path`` (atomically: a failed write leaves no partial file).
@@ -868,10 +585,4 @@ class GPModel(HyperpriorMixin, nn.Module):
         CLI's preprocessing, a scikit-learn estimator's scaling), covered by the checksums;
         :func:`load` ignores them.
         """
-        payload = self.file_payload()
-        for key, text in (records or {}).items():
-            if key in payload or not isinstance(text, str):
-                raise ValueError(f"records: {key!r} must be a new key with a text value")
-            payload[key] = text
-            payload["checksums"][key] = digest(text)
-        atomic_write(path, lambda fh: torch.save(payload, fh))
+        write_payload(path, self.file_payload(), records)

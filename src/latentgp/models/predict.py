@@ -1,4 +1,4 @@
-"""The one prediction path: chunking, unscaling and mixture moments.
+"""The one prediction path: chunking, unscaling, mixture moments and joint samples.
 
 Every model's ``predict_f`` / ``predict_y`` / ``log_predictive_density`` /
 ``predictive_mixture`` / ``sample`` runs its per-chunk function through :func:`chunked`
@@ -7,13 +7,15 @@ moments back to the targets' units with :func:`unscale_moments`, and averages mi
 components (SAVIGP's q(u) components, the Monte Carlo components of SLGP) with
 :func:`latentgp.mixtures.mixture_moments`.  Caches are the models'
 (``GPModel.prediction_cache``); for the inducing-point models they are the conditional's
-:class:`~latentgp.variational.PredictiveCache`.
+:class:`~latentgp.variational.PredictiveCache`.  ``sample_f`` draws from the joint
+posterior with :func:`joint_samples`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
 from ..config import get_config
@@ -21,6 +23,7 @@ from ..mixtures import mixture_cdf, mixture_log_density, mixture_moments
 
 __all__ = [
     "chunked",
+    "joint_samples",
     "mixture_cdf",
     "mixture_log_density",
     "mixture_moments",
@@ -81,3 +84,22 @@ def unscale_moments(
     if mean.ndim == 1 or mean.shape[-1] != scale.shape[-1]:
         scale, offset = scale[0], offset[0]
     return mean * scale + offset, var * scale**2
+
+
+def joint_samples(
+    mean: np.ndarray, cov: np.ndarray, num_samples: int, seed: int | None
+) -> np.ndarray:
+    """Joint Gaussian samples ``(S, N)`` for one latent, ``(S, N, Q)`` for several, from
+    means ``(N, Q)`` and covariances ``(Q, N, N)``: each latent's ``mean + root eps`` with
+    ``root`` from the eigendecomposition of its covariance plus a ``1e-10`` relative
+    jitter (negative eigenvalues clipped to 0), ``eps`` standard normal from
+    ``numpy.random.default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    Q, N = cov.shape[0], cov.shape[1]
+    out = np.empty((num_samples, N, Q))
+    for q in range(Q):
+        Kq = cov[q] + 1e-10 * np.mean(np.diag(cov[q])) * np.eye(N)
+        w, V = np.linalg.eigh(Kq)
+        root = V * np.sqrt(np.clip(w, 0, None))
+        out[:, :, q] = mean[None, :, q] + rng.standard_normal((num_samples, N)) @ root.T
+    return out[..., 0] if Q == 1 else out

@@ -42,8 +42,7 @@ from ..inducing import (
     initial_inducing,
 )
 from ..kernels import Kernel
-from ..likelihoods import CallableLikelihood, Likelihood, integrators
-from ..linalg import cholesky, solve_lower
+from ..likelihoods import CallableLikelihood, Likelihood
 from ..parameters import inv_softplus, softplus
 from ..validation import check_positive_int, check_targets, keyword_only_after_first
 from ..variational import (
@@ -53,25 +52,34 @@ from ..variational import (
     conditional_marginals,
     predictive_cache,
 )
-from ..variational.mixture import (
-    MixtureVariational,
-    cross_entropy,
-    entropy_bound,
-    whitened_cross_entropy,
-)
+from ..variational.mixture import MixtureVariational
 from .base import GPModel, register_model
-from .fit_choices import automatic_defaults
 from .inducing_inputs import InducingInputs
+from .model_data import check_output_columns
 from .predict import chunked, mixture_moments
-from .savigp_fit import fit_alternating, savigp_fit_options
+from .savigp_fit import fit_savigp
+from .savigp_mixture import (
+    conditional_args,
+    dense_marginals,
+    expected_log_lik,
+    kl_terms,
+    mixture_components,
+    mixture_log_density,
+    mixture_predictive_moments,
+    whitened_full,
+    whitened_kl_terms,
+)
 from .savigp_options import (
     FLAT_KEYWORDS,
     GROUPS,
     Estimator,
     Posterior,
     Prior,
+    apply_prior_variance,
     grouped_config,
+    reparameterised_before_fit,
     resolve_options,
+    resolved_method,
 )
 from .svgp import FULL_BATCH_ROWS, LBFGS_CEILING, LBFGS_RULE
 
@@ -237,24 +245,14 @@ class SAVIGP(InducingInputs, GPModel):
         takes the same default).  Such a
         model on up to :data:`~latentgp.models.svgp.FULL_BATCH_ROWS` rows fits by default
         with its Monte Carlo draws held fixed (see :meth:`fit`)."""
-        method = self.estimator.method
-        if method is not None:
-            return method == "reparam"
-        if isinstance(self.likelihood, CallableLikelihood):
-            return self.likelihood.deterministic_expectation
-        return self.likelihood.differentiable is True
+        return reparameterised_before_fit(self.estimator, self.likelihood)
 
     def resolved_estimator(self) -> str | None:
         """The gradient estimator in use: ``estimator.method`` if given, else ``"reparam"``
         for a differentiable likelihood and ``"score"`` otherwise.  For a plain function
         that is decided at its first evaluation on real data (the first training batch);
         until then None."""
-        if self.estimator.method is not None:
-            return self.estimator.method
-        differentiable = self.likelihood.differentiable
-        if differentiable is None:
-            return None
-        return "reparam" if differentiable else "score"
+        return resolved_method(self.estimator, self.likelihood)
 
     # --------------------------------------------------------------- building --
     def _build(self, input_dim: int, output_dim: int, num_data: int | None = None) -> None:
@@ -308,15 +306,7 @@ class SAVIGP(InducingInputs, GPModel):
         super()._init_from_data(X, y)
         with torch.no_grad():
             if self.prior.variance is not None:
-                raw = getattr(self.kernel, "raw_variance", None)
-                if raw is None or raw.shape != (self.num_latent,):
-                    raise ValueError("prior.variance needs a stationary kernel (rbf, matern..)")
-                pv = torch.tensor(self.prior.variance, dtype=torch.float64)
-                if pv.numel() != self.num_latent:
-                    raise ValueError(
-                        f"prior.variance has {pv.numel()} values for Q={self.num_latent}"
-                    )
-                raw.copy_(inv_softplus(pv).to(raw))
+                apply_prior_variance(self.kernel, self.prior.variance, self.num_latent)
             if hasattr(self.likelihood, "init_offset"):
                 self.likelihood.init_offset(y)
             if self.dense:
@@ -336,73 +326,35 @@ class SAVIGP(InducingInputs, GPModel):
             self.q.init_from_prior(Lzz, post.init_cov_scale, spread, post.whiten)
 
     # -------------------------------------------------------------- posterior --
-
     def posterior_components(self, Lzz: torch.Tensor):
         """``(weights, means, sqrt, logdet)`` of q(u) in u-space (differentiable), from the
-        prior factor ``Lzz = prior_factor()``; sqrt ``(K, Q, M, M)`` or ``(K, Q, M)``.
+        prior factor ``Lzz = prior_factor()``; sqrt ``(K, Q, M, M)`` or ``(K, Q, M)``
+        (:func:`~latentgp.models.savigp_mixture.mixture_components`).
 
         What the entropy bound and cross-entropy of :meth:`kl_terms` are computed from;
         public for checking them against general formulas."""
-        q = self.q
-        means = q.means
-        if self.posterior.whiten:  # m = Lzz v: the same ELBO, better conditioned for the optimiser
-            means = (Lzz @ q.means.unsqueeze(-1)).squeeze(-1)
+        lambda_terms = None
         if self.posterior.parameterization == "lambda":
-            # Theorem 2: S = Lzz (I + G G^T)^-1 Lzz^T, G = Lzz^-1 Kzx Lambda^1/2 (Q, M, N)
-            lam = softplus(self.lambda_raw)
-            G = solve_lower(Lzz, self.kernel(self.Z, self.X_train)) * lam.sqrt()[:, None, :]
-            eye = torch.eye(self.M, dtype=self.dtype_, device=self.device_)
-            LG, _ = cholesky(eye + G @ G.mT, "I + G G^T")
-            R = solve_lower(LG, Lzz.mT).mT  # Lzz LG^-T, (Q, M, M)
-            logdet = 2.0 * (
-                Lzz.diagonal(dim1=-2, dim2=-1).log() - LG.diagonal(dim1=-2, dim2=-1).log()
-            ).sum(-1)
-            return q.weights, means, R[None], logdet[None]
-        if self.posterior.whiten and not q.is_diag:
-            logdet_L = 2.0 * Lzz.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-            return q.weights, means, Lzz @ q.sqrt(), q.logdet() + logdet_L
-        return q.weights, means, q.sqrt(), q.logdet()
+            lambda_terms = (self.kernel(self.Z, self.X_train), softplus(self.lambda_raw))
+        return mixture_components(
+            self.q, Lzz, whiten=self.posterior.whiten, lambda_terms=lambda_terms
+        )
 
     def _whitened_full(self) -> bool:
         """Whether q(u) is stored as whitened full Cholesky factors (``v``, ``C``)."""
         post = self.posterior
-        return post.whiten and not self.q.is_diag and post.parameterization == "cholesky"
+        return whitened_full(self.q, whiten=post.whiten, parameterization=post.parameterization)
 
     def kl_terms(self, Lzz: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(L_ent bound, L_cross)``: their sum is the (lower bound on) ``-KL``."""
         Lzz = self.prior_factor() if Lzz is None else Lzz
-        q = self.q
         if self._whitened_full():
-            return self._whitened_kl_terms(Lzz)
-        w, m, R, logdet = self.posterior_components(Lzz)
-        return entropy_bound(w, m, R, q.is_diag, logdet), cross_entropy(w, m, R, q.is_diag, Lzz)
-
-    def _whitened_kl_terms(self, Lzz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The same two terms from the whitened variables ``v = Lzz^-1 m``,
-        ``C = Lzz^-1 R``, without forming ``Lzz C`` or solving against it.
-
-        With ``u = Lzz v`` every component density picks up ``1 / |Lzz|``, so both the
-        entropy bound and ``E_q[log p(u)]`` are their whitened values (prior ``N(0, I)``)
-        shifted by ``+- 1/2 log|Kzz|`` per latent:
-        ``L_cross`` is :func:`~latentgp.variational.mixture.whitened_cross_entropy`.
-        Saves two ``M^3`` products and one ``M^3`` solve per latent and component in the
-        forward pass (and their backward), which dominate the dense case (M = N).
-        """
-        q = self.q
-        w, v, C = q.weights, q.means, q.sqrt()  # (K,), (K, Q, M), (K, Q, M, M)
-        logdet_K = 2.0 * Lzz.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # (Q,)
-        ent = entropy_bound(w, v, C, False, q.logdet()) + 0.5 * logdet_K.sum()
-        return ent, whitened_cross_entropy(w, v, C, logdet_K)
+            return whitened_kl_terms(self.q, Lzz)
+        return kl_terms(self.q, Lzz, self.posterior_components(Lzz))
 
     def _conditional_args(self, parts) -> InducingQ:
-        """q(u)'s components as the conditional takes them (:class:`InducingQ`).
-        Whitened full factors go in as they are stored (``v``, ``C``), so no ``Lzz C``
-        product or solve against it is needed; otherwise the u-space values."""
-        q = self.q
-        if self._whitened_full():
-            return InducingQ(q.means, q.sqrt(), True, False)
-        _, m, R, _ = parts
-        return InducingQ(m, R, False, q.is_diag)
+        """q(u)'s components as the conditional takes them (:class:`InducingQ`)."""
+        return conditional_args(self.q, parts, whitened=self._whitened_full())
 
     def _marginals(self, X: torch.Tensor, Lzz: torch.Tensor, parts) -> tuple:
         """Component marginals of q(f_n): mean, var ``(K, B, Q)`` (prior mean included).
@@ -425,10 +377,8 @@ class SAVIGP(InducingInputs, GPModel):
 
     def _dense_marginals(self, parts) -> tuple:
         """Free-form case (Z = X): ``b = m``, ``Sigma = diag S``, ``(K, N, Q)``."""
-        w, m, R, _ = parts
-        var = R.square() if self.q.is_diag else R.square().sum(-1)
-        mean = m.mT + self.prior_mean
-        return self._with_mean(self.Z, mean), var.mT
+        mean, var = dense_marginals(parts, is_diag=self.q.is_diag, prior_mean=self.prior_mean)
+        return self._with_mean(self.Z, mean), var
 
     # ---------------------------------------------------------------- the ELL --
     def _draws(self, shape: tuple[int, ...]) -> torch.Tensor:
@@ -449,23 +399,12 @@ class SAVIGP(InducingInputs, GPModel):
     def sample_seed(self, value: int) -> None:
         self._sample_seed = int(value)
 
-    def _next_draws(self, info=None) -> None:
-        self._sample_seed += 1
-
     def advance_draws(self, info: Any = None) -> None:
         """Move the Monte Carlo draws to the next stream, as :meth:`fit` does after every
         optimiser step (draws stay fixed within a step).  Takes the callback argument, so
         it can be given as a callback when another loop drives the training steps.
         """
-        self._next_draws(info)
-
-    def _eval_log_lik(self, y: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-        """``log p(y_n | f)`` for ``f`` ``(S, K, B, Q)``, returns ``(S, K, B)``."""
-        fin = f[..., 0] if (self.likelihood.latent_dim == 1 and f.shape[-1] == 1) else f
-        out = self.likelihood.log_prob(y, fin)
-        if out.ndim == fin.ndim and out.shape[-1] == f.shape[-1] and fin.ndim == 4:
-            out = out.sum(-1)  # independent outputs
-        return out
+        self._sample_seed += 1
 
     def expected_log_lik(
         self, y: torch.Tensor, weights: torch.Tensor, mean: torch.Tensor, var: torch.Tensor
@@ -474,21 +413,8 @@ class SAVIGP(InducingInputs, GPModel):
         from per-component marginals ``(K, B, Q)``, by the integrator of
         :meth:`resolved_estimator` (:mod:`latentgp.likelihoods.integrators`) with this
         step's common random numbers."""
-        S = self.estimator.num_samples
-        eps = self._draws((S,) + tuple(mean.shape))  # (S, K, B, Q)
-        lik = self.likelihood
-        if self.resolved_estimator() is None:  # a plain function, first evaluation
-            f = (mean + var.sqrt() * eps).detach()
-            lik.inspect(y, f[..., 0] if (lik.latent_dim == 1 and f.shape[-1] == 1) else f)
-
-        def log_p(f):
-            return self._eval_log_lik(y, f)
-
-        if self.resolved_estimator() == "reparam":
-            ell = integrators.reparameterised(log_p, mean, var, eps)  # (K, B)
-        else:
-            ell = integrators.score_function(log_p, mean, var, eps, self.estimator.control_variates)
-        return (weights * ell.sum(-1)).sum()
+        eps = self._draws((self.estimator.num_samples,) + tuple(mean.shape))  # (S, K, B, Q)
+        return expected_log_lik(self.likelihood, self.estimator, y, weights, mean, var, eps)
 
     # -------------------------------------------------------------- objective --
     def batch_marginals(self, X: torch.Tensor, Lzz: torch.Tensor):
@@ -545,12 +471,8 @@ class SAVIGP(InducingInputs, GPModel):
         yt = check_targets(y, num_data, name=name, dtype=self.dtype_, device=self.device_)
         if self.likelihood.latent_dim == 1:
             return super()._check_y(yt, num_data, name)
+        check_output_columns(yt, self.output_dim, name)
         cols = 1 if yt.ndim == 1 else yt.shape[1]
-        if self.output_dim is not None and cols != self.output_dim:
-            raise ValueError(
-                f"{name} has {cols} output column(s) but the model was trained with "
-                f"{self.output_dim}"
-            )
         if P is not None and cols != P:
             raise ValueError(f"{name} must have {P} columns for this likelihood, got {cols}")
         return self.likelihood.validate_targets(yt, name)
@@ -579,41 +501,14 @@ class SAVIGP(InducingInputs, GPModel):
         """
         out_of_core = hasattr(X, "lazy_arrays")  # e.g. datasets.ShardedArrays (y inside)
         N = int(X.num_rows) if out_of_core else int(self._check_X(X).shape[0])
-        if not self.built:
-            self.num_data = N
-            if kwargs.get("seed") is not None:
-                # the building fit's seed picks the Monte Carlo stream; later fits continue it
-                self._sample_seed = (int(kwargs["seed"]) + 1) * 1_000_003 % 2**63  # torch's range
-        options = kwargs
-        kwargs = savigp_fit_options(
-            kwargs, num_data=self.num_data, paper_adadelta=paper_adadelta
-        )
-        # the automatic L-BFGS fit holds the draws fixed: a deterministic objective
-        fixed = bool(automatic_defaults(self.fit_defaults(N), options).get("fixed_draws"))
-        callbacks = tuple(kwargs.pop("callbacks", ())) + (() if fixed else (self._next_draws,))
-        if not alternate:
-            super().fit(X, y, callbacks=callbacks, **kwargs)
-            if fixed:
-                self.history_.events.append(
-                    f"Monte Carlo draws held fixed for the whole fit (sample-average "
-                    f"approximation, {self.estimator.num_samples} draws per point, latent "
-                    f"and component; sample_seed {self._sample_seed})"
-                )
-            return self
-        for budget in ("epochs", "max_steps"):  # the loop sets the budget of each fit
-            kwargs.pop(budget, None)
 
-        def fit_once(**overrides: Any) -> None:
-            super(SAVIGP, self).fit(X, y, callbacks=callbacks, **{**kwargs, **overrides})
+        def fit_once(**options: Any) -> None:
+            super(SAVIGP, self).fit(X, y, **options)
 
-        fit_alternating(
-            self,
-            fit_once,
-            global_iters=global_iters,
-            inner_steps=inner_steps,
-            global_tol=global_tol,
+        return fit_savigp(
+            self, fit_once, N, kwargs, alternate=alternate, global_iters=global_iters,
+            inner_steps=inner_steps, global_tol=global_tol, paper_adadelta=paper_adadelta,
         )
-        return self
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """The paper's groups: variational, hyperparameters (the kernel's and the prior
@@ -657,15 +552,6 @@ class SAVIGP(InducingInputs, GPModel):
         m, v = self._cached_marginals(X, pcache)  # (K, B, Q)
         return mixture_moments(parts[0][:, None, None], m, v, dim=0)
 
-    def _comp_lik_args(self, m, v):
-        if self.likelihood.latent_dim == 1 and m.shape[-1] == 1:
-            return m[..., 0], v[..., 0]
-        return m, v
-
-    def _mc_draws(self, m, v, n):
-        eps = torch.randn((n,) + tuple(m.shape), dtype=m.dtype, device=m.device)
-        return m + v.sqrt() * eps
-
     def predict_y(self, X, chunk_size=None, as_numpy=True):
         """Predictive mean and variance of y: a mixture over components (class
         probabilities for classification).  Black-box likelihoods: Monte Carlo."""
@@ -676,8 +562,7 @@ class SAVIGP(InducingInputs, GPModel):
 
         def moments(xc):
             m, v = self._cached_marginals(xc, pcache)  # (K, B, Q)
-            my, vy = self.likelihood.predictive_moments(*self._comp_lik_args(m, v))
-            return mixture_moments(w.reshape((-1,) + (1,) * (my.ndim - 1)), my, vy, dim=0)
+            return mixture_predictive_moments(self.likelihood, w, m, v)
 
         m, v = self._unscale_moments(*chunked(moments, Xt, rows=self._rows_per_chunk(chunk_size)))
         return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
@@ -694,15 +579,9 @@ class SAVIGP(InducingInputs, GPModel):
 
         def log_density(xc, yc):
             m, v = self._cached_marginals(xc, pcache)
-            if isinstance(self.likelihood, CallableLikelihood):
-                f = self._mc_draws(m, v, self.estimator.pred_samples)  # (S, K, B, Q)
-                lp = self._eval_log_lik(yc, f)
-                lp = torch.logsumexp(lp, 0) - math.log(f.shape[0])  # (K, B)
-            else:
-                lp = self.likelihood.predictive_log_density(yc, *self._comp_lik_args(m, v))
-                if lp.ndim > 2:
-                    lp = lp.sum(-1)
-            return torch.logsumexp(logw[:, None] + lp, 0)
+            return mixture_log_density(
+                self.likelihood, yc, logw, m, v, pred_samples=self.estimator.pred_samples
+            )
 
         (lpd,) = chunked(log_density, Xt, ys, rows=self._rows_per_chunk(chunk_size))
         return self._to_output(lpd - self._log_scale_sum(), as_numpy)

@@ -1,15 +1,19 @@
 """SAVIGP's training protocols (notes A.10): the paper's ADADELTA settings and its global
-loop, which optimises one parameter group at a time.
+loop, which optimises one parameter group at a time, and :func:`fit_savigp`, the body of
+``SAVIGP.fit`` (the Monte Carlo draws' stream and whether they are held for the fit).
 
-Both work on a SAVIGP through public names only (``parameter_groups``, ``parameters``,
-``built``, ``history_``); the model's ``fit`` hands them the keyword arguments and a
-function that runs one ordinary fit.
+They work on a SAVIGP through public names only (``parameter_groups``, ``parameters``,
+``built``, ``history_``, ``num_data``, ``sample_seed``, ``advance_draws``, ...); the
+model's ``fit`` hands them the keyword arguments and a function that runs one ordinary
+fit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from .fit_choices import automatic_defaults
 
 #: The paper's ADADELTA settings (decay rate 0.95, epsilon 1e-6; notes A.10).
 PAPER_ADADELTA = {"rho": 0.95, "eps": 1e-6}
@@ -81,3 +85,51 @@ def fit_alternating(
     if history is not None and not history.stopped.startswith("converged"):
         history.stopped, history.reason = "global iteration budget reached", "budget"
     model.history_ = history
+
+
+def fit_savigp(
+    model: Any,
+    fit_once: Callable[..., Any],
+    num_rows: int,
+    options: dict[str, Any],
+    *,
+    alternate: bool,
+    global_iters: int,
+    inner_steps: int,
+    global_tol: float,
+    paper_adadelta: bool,
+) -> Any:
+    """``SAVIGP.fit`` on ``num_rows`` rows with the fit ``options``: the building fit's
+    ``seed`` picks the Monte Carlo stream (later fits continue it); the draws advance
+    after every step (:meth:`advance_draws` as a callback) unless the automatic L-BFGS
+    fit holds them fixed (a deterministic objective; ``history_.events`` says so); with
+    ``alternate``, :func:`fit_alternating`.  ``fit_once(**options)`` runs one ordinary
+    fit on the data.  Returns ``model``."""
+    if not model.built:
+        model.num_data = num_rows
+        if options.get("seed") is not None:
+            # the building fit's seed picks the Monte Carlo stream; later fits continue it
+            model.sample_seed = (int(options["seed"]) + 1) * 1_000_003 % 2**63  # torch's range
+    kwargs = savigp_fit_options(options, num_data=model.num_data, paper_adadelta=paper_adadelta)
+    # the automatic L-BFGS fit holds the draws fixed: a deterministic objective
+    fixed = bool(automatic_defaults(model.fit_defaults(num_rows), options).get("fixed_draws"))
+    callbacks = tuple(kwargs.pop("callbacks", ())) + (() if fixed else (model.advance_draws,))
+    if not alternate:
+        fit_once(callbacks=callbacks, **kwargs)
+        if fixed:
+            model.history_.events.append(
+                f"Monte Carlo draws held fixed for the whole fit (sample-average "
+                f"approximation, {model.estimator.num_samples} draws per point, latent "
+                f"and component; sample_seed {model.sample_seed})"
+            )
+        return model
+    for budget in ("epochs", "max_steps"):  # the loop sets the budget of each fit
+        kwargs.pop(budget, None)
+    fit_alternating(
+        model,
+        lambda **overrides: fit_once(callbacks=callbacks, **{**kwargs, **overrides}),
+        global_iters=global_iters,
+        inner_steps=inner_steps,
+        global_tol=global_tol,
+    )
+    return model

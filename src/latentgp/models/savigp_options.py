@@ -19,8 +19,11 @@ import re
 from typing import Any
 
 import numpy as np
+import torch
 
+from ..likelihoods import CallableLikelihood
 from ..options import UNSET, OptionGroup, flat_keyword_table, resolve_groups
+from ..parameters import inv_softplus
 from ..validation import check_choice, check_positive_int
 
 POSTERIORS = {"fg": (1, "full"), "mog1": (1, "diag"), "mog2": (2, "diag")}
@@ -228,3 +231,39 @@ def grouped_config(config: dict[str, Any]) -> dict[str, Any]:
         if keyword in cfg:
             cfg[argument] = {**(cfg.get(argument) or {}), field: cfg.pop(keyword)}
     return cfg
+
+
+def reparameterised_before_fit(estimator: Estimator, likelihood: Any) -> bool:
+    """Whether the reparameterisation estimator is known to apply before any data are
+    seen (:meth:`latentgp.models.savigp.SAVIGP.reparameterised_before_fit`)."""
+    method = estimator.method
+    if method is not None:
+        return method == "reparam"
+    if isinstance(likelihood, CallableLikelihood):
+        return likelihood.deterministic_expectation
+    return likelihood.differentiable is True
+
+
+def resolved_method(estimator: Estimator, likelihood: Any) -> str | None:
+    """The gradient estimator in use (:meth:`latentgp.models.savigp.SAVIGP.resolved_estimator`):
+    ``estimator.method`` if given, else from the likelihood's differentiability (None while
+    a plain function has not been inspected)."""
+    if estimator.method is not None:
+        return estimator.method
+    differentiable = likelihood.differentiable
+    if differentiable is None:
+        return None
+    return "reparam" if differentiable else "score"
+
+
+def apply_prior_variance(kernel: Any, variance: tuple[float, ...], num_latent: int) -> None:
+    """Set the (built) kernel's variances ``(Q,)`` to :class:`Prior`'s ``variance``, one
+    per latent; a kernel without a per-latent ``raw_variance`` (not stationary) refuses."""
+    raw = getattr(kernel, "raw_variance", None)
+    if raw is None or raw.shape != (num_latent,):
+        raise ValueError("prior.variance needs a stationary kernel (rbf, matern..)")
+    pv = torch.tensor(variance, dtype=torch.float64)
+    if pv.numel() != num_latent:
+        raise ValueError(f"prior.variance has {pv.numel()} values for Q={num_latent}")
+    with torch.no_grad():
+        raw.copy_(inv_softplus(pv).to(raw))

@@ -52,7 +52,6 @@ all parts are added (:meth:`SEP.fit`).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
@@ -77,6 +76,7 @@ from .ep_sites import (
     surrogate,
 )
 from .inducing_ep import LEGACY_ARGUMENT_TAIL, InducingEPClassifier, check_damping
+from .sep_sites import SiteStore
 
 SCHEMES = ("batch", "stochastic")
 
@@ -87,7 +87,7 @@ def stepped_parameters(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
 
 
 @register_model
-class SEP(InducingEPClassifier):
+class SEP(SiteStore, InducingEPClassifier):
     """Scalable EP for binary GP classification (probit likelihood, M inducing points).
 
     Parameters
@@ -187,18 +187,6 @@ class SEP(InducingEPClassifier):
         return 0.5 if self.scheme == "batch" else 0.99
 
     # ---------------------------------------------------------------------- sites --
-    def reset_sites(self, num_data: int) -> None:
-        """Start every site at ``nu = mu = 0`` (q = prior)."""
-        kw = {"dtype": self.dtype_, "device": self.device_}
-        self.site_nu = torch.zeros(num_data, **kw)
-        self.site_mu = torch.zeros(num_data, **kw)
-        M = self.num_inducing
-        self.A = torch.zeros(M, M, **kw)
-        self.c = torch.zeros(M, **kw)
-        self.site_upsilon = torch.zeros(num_data, M, **kw) if self.scheme == "stochastic" else None
-        self.skipped_updates_ = 0
-        self.site_updates_ = 0
-
     def initialize(self, X: Any, y: Any, seed: int | None = None) -> SEP:
         """Build, set data-dependent initial values and create the sites (q = prior)
         without training; a built model keeps its parameters.  Returns ``self``."""
@@ -235,30 +223,11 @@ class SEP(InducingEPClassifier):
         self._ensure_sites(N)
         return source.lazy_arrays(self.dtype_, self.device_)[0], ypm
 
-    def training_state(self) -> dict[str, Any]:
-        """What a checkpoint holds of the model: parameters, sites, running sums, counters."""
-        return {
-            "model": self.state_dict(),
-            "sites": {k: getattr(self, k) for k in self._SITE_STATE},
-            "counters": [self.site_updates_, self.skipped_updates_],
-        }
-
-    def load_training_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`training_state` returned."""
-        self.load_state_dict(state["model"])
-        for k, v in state["sites"].items():
-            setattr(self, k, None if v is None else v.to(device=self.device_, dtype=self.dtype_))
-        self.site_updates_, self.skipped_updates_ = (int(v) for v in state["counters"])
-
     def _prepare_sites(self, X: Any, y: Any, seed: int | None = None):
         """Validated inputs ``(N, D)`` and labels in {-1, +1} ``(N,)``; sites exist for N."""
         Xt, ypm = self._prepare(X, y, seed)
         self._ensure_sites(Xt.shape[0])
         return Xt, ypm
-
-    def _ensure_sites(self, N: int) -> None:
-        if self.site_nu is None or self.site_nu.shape[0] != N:
-            self.reset_sites(N)
 
     #: Rows per chunk of the batch scheme's passes over the data (None: the one chunk
     #: size rule, :meth:`sweep_chunk_rows`).  The ``(M, rows)`` blocks and the
@@ -289,10 +258,6 @@ class SEP(InducingEPClassifier):
         V = solve_lower(L, self.kernel(self.Z, X))
         s = (self.kernel.diag(X) - V.square().sum(0)).clamp_min(0.0)
         return V, s
-
-    def _count(self, ok: torch.Tensor) -> None:
-        self.site_updates_ += int(ok.numel())
-        self.skipped_updates_ += int((~ok).sum())
 
     def _site_posterior(self, L, X, rows, reduce: Any) -> WhitenedPosterior:
         """q from the current sites of the rows of ``X`` (``rows``: only these), their
@@ -354,42 +319,6 @@ class SEP(InducingEPClassifier):
             T = post.sqrt_cov
         self._set_q(post.mean, T)
         return value, post.mean, T @ T.mT
-
-    def _share_sites(self, targets, pos, nu, mu, upsilon, ok, reduce: Any, extra=None):
-        """Write this process's new sites and receive everybody else's (data-parallel runs).
-
-        ``targets``: the training rows being updated by all processes together (None: all
-        N); ``pos``: the positions within ``targets`` of this process's ``nu, mu`` (and
-        ``upsilon`` ``(|pos|, M)`` for the stochastic scheme, else None).  Each process
-        contributes its rows (zeros elsewhere) to one summed message, so every process
-        ends with the same sites and counters.  Returns the sum over processes of
-        ``extra`` (None if not given).
-        """
-        T = self.site_nu.shape[0] if targets is None else targets.numel()
-        M = self.num_inducing
-        n_up = T * M if upsilon is not None else 0
-        n_extra = 0 if extra is None else extra.numel()
-        buf = self.site_nu.new_zeros(2 * T + n_up + 2 + n_extra)
-        buf[pos] = nu
-        buf[T + pos] = mu
-        if upsilon is not None:
-            buf[2 * T : 2 * T + n_up].view(T, M)[pos] = upsilon
-        o = 2 * T + n_up
-        buf[o] = ok.numel()
-        buf[o + 1] = (~ok).sum()
-        if extra is not None:
-            buf[o + 2 :] = extra.reshape(-1)
-        tot = reduce(buf)
-        if targets is None:
-            self.site_nu, self.site_mu = tot[:T].clone(), tot[T : 2 * T].clone()
-        else:
-            self.site_nu[targets] = tot[:T]
-            self.site_mu[targets] = tot[T : 2 * T]
-            if upsilon is not None:
-                self.site_upsilon[targets] = tot[2 * T : o].view(T, M)
-        self.site_updates_ += int(round(float(tot[o])))
-        self.skipped_updates_ += int(round(float(tot[o + 1])))
-        return None if extra is None else tot[o + 2 :].view_as(extra).clone()
 
     # ------------------------------------------------------------------- evidence --
     def _site_term_sum(self, post: WhitenedPosterior, X: Any, ypm: torch.Tensor, rows=None):
@@ -460,13 +389,6 @@ class SEP(InducingEPClassifier):
                 break
         self._set_q(post.mean, post.sqrt_cov)
         return it
-
-    def _check_sites(self, N: int) -> None:
-        if self.site_nu is None or self.site_nu.shape[0] != N:
-            raise ValueError(
-                f"the EP sites belong to {0 if self.site_nu is None else self.site_nu.shape[0]} "
-                f"training points, but X has {N} rows: pass the training data"
-            )
 
     # ------------------------------------------------------------------ training --
     def _default_fit_args(self, N: int) -> dict[str, Any]:
@@ -651,24 +573,6 @@ class SEP(InducingEPClassifier):
         else:
             post = self._running_posterior(L)
         self._set_q(post.mean, post.sqrt_cov)
-
-    _SITE_STATE = ("site_nu", "site_mu", "site_upsilon", "A", "c")
-
-    def snapshot_training_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A copy of the parameters, buffers, sites and running sums (to restore after a
-        failed step)."""
-        sites = {
-            k: (None if getattr(self, k) is None else getattr(self, k).clone())
-            for k in self._SITE_STATE
-        }
-        return copy.deepcopy(self.state_dict()), sites
-
-    def restore_training_state(self, snapshot: tuple[dict[str, Any], dict[str, Any]]) -> None:
-        """Put back what :meth:`snapshot_training_state` returned."""
-        state, sites = snapshot
-        self.load_state_dict(state)
-        for k, v in sites.items():
-            setattr(self, k, None if v is None else v.clone())
 
 
 #: names that lived here before the one fit, and where they are now

@@ -31,7 +31,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..io import MAX_RECORD_DEPTH, check_record_sizes, verify_records
-from .base import FORMAT, MODEL_REGISTRY, READABLE_FORMAT_VERSIONS, GPModel, file_records
+from .base import MODEL_REGISTRY, GPModel
+from .file_format import FORMAT, READABLE_FORMAT_VERSIONS, file_records
 
 #: A plan may exceed the file's size by this much (buffers a file need not store, such as
 #: the ``input_unit`` of format-1 files, and rounding).

@@ -18,10 +18,13 @@ Basis families (``basis=``):
 The package, one module per piece of the maths:
 
 - :mod:`.model`: the :class:`QSGP` class -- options, basis functions, build,
-  initialisation (Prop. 1's closed-form diagonal), predictions (Appendix G's augmentation);
+  the training hooks, predictions (Appendix G's augmentation);
 - :mod:`.options`: the grouped options (``lg.QSGP.Basis``, ``Covariance``,
-  ``ControlVariate``, ``Newton``, ``Hyperparameters``) and the deprecated flat keywords;
+  ``ControlVariate``, ``Newton``, ``Hyperparameters``), the deprecated flat keywords and
+  the options' checks against the likelihood and kernel;
 - :mod:`.factor`: the factor ``C`` of ``Sigma = C C^T`` (mean-field, chevron, full);
+- :mod:`.initial`: the data-dependent initial values (basis centres, ``log|S|``,
+  Prop. 1's closed-form diagonal and the column norms it needs);
 - :mod:`.estimator`: the index draws, the unbiased ELBO estimator (Theorems 1-2,
   Prop. 2) and the corrected Theorem 3 lower bound for non-Gaussian likelihoods;
 - :mod:`.control_variates`: Prop. 3 and the Nyström control variate (Appendix F);

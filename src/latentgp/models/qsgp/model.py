@@ -1,4 +1,4 @@
-"""The QSGP model: options, basis functions, build, initialisation and predictions.
+"""The QSGP model: options, basis functions, build, training hooks and predictions.
 
 Weight-space model with ``m`` basis functions (notes B.1; the package docstring has the
 overview)::
@@ -10,7 +10,8 @@ Predictions (notes B.6): ``phi(x)^T mu`` and ``phi(x)^T Sigma phi(x)``, plus for
 one extra basis function at ``x*`` with its closed-form (Prop. 1) diagonal, adding
 ``s2 k**^2 / (k*^T k* + s2 k**)`` to the latent variance.
 
-The sampled objective lives in :mod:`.estimator`, the control variates in
+The initial values (Prop. 1's diagonal) live in :mod:`.initial`, the sampled objective
+in :mod:`.estimator`, the control variates in
 :mod:`.control_variates`, the RVM updates in :mod:`.rvm`, the Newton mean step in
 :mod:`.newton` and the sparse step in :mod:`.step`; the class's public methods are the
 hooks onto them.
@@ -27,13 +28,13 @@ from torch import nn
 
 from ...kernels import Kernel
 from ...kernels.features import SPECTRAL_DOF, RandomFourierFeatures
-from ...likelihoods import Bernoulli, Gaussian, Laplace, Likelihood
-from ...linalg import cholesky
+from ...likelihoods import Gaussian, Likelihood
 from ...options import OptionGroup
 from ...validation import check_positive_int, keyword_only_after_first
 from ..base import GPModel, register_model
 from . import control_variates, estimator, newton, rvm
-from .factor import dense_factor, optimal_log_diagonal
+from .factor import dense_factor
+from .initial import closed_form_log_diagonal, column_norms, initial_values
 from .options import (
     DEFAULT_BASIS_BATCH,
     DEFAULT_HYPER_LR,
@@ -44,6 +45,7 @@ from .options import (
     Covariance,
     Hyperparameters,
     Newton,
+    check_likelihood_and_kernel,
     grouped_config,
     resolve_options,
 )
@@ -175,7 +177,7 @@ class QSGP(GPModel):
         self.control_variate: ControlVariate = groups["control_variate"]
         self.mean_step: Newton | str = groups["mean_step"]
         self.hyperparameters: Hyperparameters = groups["hyperparameters"]
-        self._check_likelihood_and_kernel()
+        check_likelihood_and_kernel(self.likelihood, self.kernel, groups)
         self.num_basis = None if num_basis is None else check_positive_int(num_basis, "num_basis")
         if learn_hyperparameters is None:
             learn_hyperparameters = self.basis.kind != "inducing"
@@ -184,32 +186,6 @@ class QSGP(GPModel):
         self.m: int | None = None
         self.k: int = 0
         self._train_state: dict[str, Any] | None = None
-
-    def _check_likelihood_and_kernel(self) -> None:
-        """The options that depend on the likelihood or the kernel."""
-        lik = type(self.likelihood).__name__
-        if not isinstance(self.likelihood, (Gaussian, Bernoulli, Laplace)):
-            raise ValueError(
-                "QSGP supports the 'gaussian', 'bernoulli' and 'laplace' likelihoods (the "
-                f"lower bound needs a log-concave site), got {lik}"
-            )
-        if self.basis.kind == "rff" and type(self.kernel).__name__ not in SPECTRAL_DOF:
-            raise ValueError(
-                "basis='rff' needs an RBF or Matérn kernel (one with a known spectral "
-                f"density), got {type(self.kernel).__name__}"
-            )
-        if isinstance(self.likelihood, Gaussian):
-            return
-        if self.control_variate.rank:
-            raise ValueError(
-                f"control_variate (rank {self.control_variate.rank} > 0) needs the Gaussian "
-                f"likelihood, got {lik}"
-            )
-        if isinstance(self.mean_step, Newton):
-            raise ValueError(
-                "mean_step=Newton needs the Gaussian likelihood (its Hessian block is "
-                f"Phi^T Phi / sigma^2 + S); use mean_step='gradient' for {lik}"
-            )
 
     @property
     def num_inducing(self) -> int | None:
@@ -334,9 +310,6 @@ class QSGP(GPModel):
             return torch.exp(self.log_s[idx] if log_s is None else log_s)
         return self.kernel.diag(self.Z[idx])
 
-    def _noise(self) -> torch.Tensor:
-        return self.likelihood.variance
-
     def _is_gaussian(self) -> bool:
         return isinstance(self.likelihood, Gaussian)
 
@@ -348,45 +321,14 @@ class QSGP(GPModel):
     # --------------------------------------------------------------- initialising --
     def _init_from_data(self, X: torch.Tensor, y: torch.Tensor) -> None:
         super()._init_from_data(X, y)
-        N = X.shape[0]
-        with torch.no_grad():
-            if self.basis.kind == "rff":
-                self.input_offset.copy_(X.mean(0))
-            if self.basis.kind != "rff":
-                g = torch.Generator(device="cpu").manual_seed(self.basis.seed)
-                if self.m == N:
-                    idx = torch.arange(N)
-                else:
-                    idx = torch.randperm(N, generator=g)[: self.m]
-                self.Z.copy_(X[idx.to(X.device)])
-            if self.basis.kind == "inducing" and self.m <= 4096:
-                L, self.last_jitter = cholesky(self.kernel(self.Z), "K(Z, Z)")
-                self.logdet_S.copy_(2.0 * torch.log(torch.diagonal(L)).sum())
-            self.mu.zero_()
-            self.c_dense.zero_()
-            if self.basis.kind == "rvm":
-                self.log_s.zero_()
-            # c_rr from Prop. 1 with |phi_r|^2 estimated cheaply (O(1) per column for rff)
-            s2 = float(self._noise()) if self._is_gaussian() else 1.0
-            if self.basis.kind == "rff":
-                colnorm = torch.full_like(self.mu, N * float(self.kernel.variance) / self.m)
-            else:
-                colnorm = self.column_norms(X[: min(N, 256)]) * (N / min(N, 256))
-            sdiag = self.prior_diag()
-            self.c_raw.copy_(optimal_log_diagonal(colnorm, s2, sdiag))
+        initial_values(self, X)  # Z or the input offset, log|S|, mu, C's diagonal (Prop. 1)
 
     def column_norms(self, X: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
         """``|phi_r|^2`` over the rows of X for all m columns ``(m,)`` (O(N m), chunked).
 
         The data part of the closed-form diagonal (Prop. 1) and of the RVM updates: the
         ``colnorm`` that :meth:`rvm_em_update` takes.  ``X`` is a validated tensor."""
-        out = torch.zeros_like(self.mu)
-        rows = max(1, 2**22 // chunk)
-        for c0 in range(0, self.m, chunk):
-            idx = torch.arange(c0, min(c0 + chunk, self.m), device=self.mu.device)
-            for r0 in range(0, X.shape[0], rows):
-                out[idx] += (self.features(X[r0 : r0 + rows], idx) ** 2).sum(0)
-        return out
+        return column_norms(self, X, chunk)
 
     def set_closed_form_diagonal(self, X: Any) -> None:
         """Proposition 1: ``c_rr = sqrt(s2 / (|phi_r|^2 + s2 s_rr))`` for every diagonal-only
@@ -401,8 +343,7 @@ class QSGP(GPModel):
         """:meth:`set_closed_form_diagonal` on validated rows (a tensor, or the lazy rows
         of an out-of-core source, read in chunks)."""
         with torch.no_grad():
-            s2 = self._noise()
-            c = optimal_log_diagonal(self.column_norms(X), s2, self.prior_diag())
+            c = closed_form_log_diagonal(self, X)
             self.c_raw[self.k :] = c[self.k :]
 
     # ---------------------------------------------------------- exact quantities --

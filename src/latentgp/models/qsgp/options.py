@@ -24,6 +24,8 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
+from ...kernels.features import SPECTRAL_DOF
+from ...likelihoods import Bernoulli, Gaussian, Laplace
 from ...options import OptionGroup, flat_keyword_table, resolve_groups
 from ...validation import check_choice, check_positive_float, check_positive_int
 from .rvm import RVM_UPDATES
@@ -346,3 +348,33 @@ def _had_effect(cfg: dict[str, Any], argument: str, field: str) -> bool:
     if field == "num_columns":
         return kind not in (None, "meanfield")
     return True
+
+
+def check_likelihood_and_kernel(likelihood: Any, kernel: Any, groups: dict[str, Any]) -> None:
+    """Refuse the options (``groups`` as :func:`resolve_options` returns them) that do not
+    go with the ``likelihood`` or the ``kernel``: QSGP needs a log-concave site (Gaussian,
+    Bernoulli, Laplace), random features a kernel with a known spectral density, and the
+    control variate and the Newton mean step the Gaussian likelihood."""
+    lik = type(likelihood).__name__
+    if not isinstance(likelihood, (Gaussian, Bernoulli, Laplace)):
+        raise ValueError(
+            "QSGP supports the 'gaussian', 'bernoulli' and 'laplace' likelihoods (the "
+            f"lower bound needs a log-concave site), got {lik}"
+        )
+    if groups["basis"].kind == "rff" and type(kernel).__name__ not in SPECTRAL_DOF:
+        raise ValueError(
+            "basis='rff' needs an RBF or Matérn kernel (one with a known spectral "
+            f"density), got {type(kernel).__name__}"
+        )
+    if isinstance(likelihood, Gaussian):
+        return
+    rank = groups["control_variate"].rank
+    if rank:
+        raise ValueError(
+            f"control_variate (rank {rank} > 0) needs the Gaussian likelihood, got {lik}"
+        )
+    if isinstance(groups["mean_step"], Newton):
+        raise ValueError(
+            "mean_step=Newton needs the Gaussian likelihood (its Hessian block is "
+            f"Phi^T Phi / sigma^2 + S); use mean_step='gradient' for {lik}"
+        )

@@ -1,0 +1,79 @@
+"""QSGP's data-dependent initial values (notes B.1, B.3): the basis centres ``Z`` (a seeded
+subset of the training inputs), the random features' input offset, ``log|S|`` of the
+inducing basis, the zero mean, and the diagonal of ``C`` by Proposition 1 with the column
+norms ``|phi_r|^2`` it needs.
+
+Plain functions of a built :class:`~latentgp.models.qsgp.QSGP` (its public state:
+``m``, ``k``, ``basis``, ``kernel``, ``likelihood``, ``mu``, ``c_raw``, ``c_dense``,
+``Z`` / ``input_offset``, ``log_s``, ``logdet_S``, ``features``, ``prior_diag``); the
+model's ``_init_from_data``, :meth:`~latentgp.models.qsgp.QSGP.column_norms` and
+:meth:`~latentgp.models.qsgp.QSGP.set_closed_form_diagonal` call them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...likelihoods import Gaussian
+from ...linalg import cholesky
+from .factor import optimal_log_diagonal
+
+__all__ = ["closed_form_log_diagonal", "column_norms", "initial_values"]
+
+
+def column_norms(model: Any, X: Any, chunk: int = 4096) -> torch.Tensor:
+    """``|phi_r|^2`` over the rows of ``X`` (a validated tensor or lazy rows) for all m
+    columns ``(m,)``: O(N m), ``chunk`` basis functions and ``2^22 / chunk`` rows at a
+    time."""
+    out = torch.zeros_like(model.mu)
+    rows = max(1, 2**22 // chunk)
+    for c0 in range(0, model.m, chunk):
+        idx = torch.arange(c0, min(c0 + chunk, model.m), device=model.mu.device)
+        for r0 in range(0, X.shape[0], rows):
+            out[idx] += (model.features(X[r0 : r0 + rows], idx) ** 2).sum(0)
+    return out
+
+
+def closed_form_log_diagonal(model: Any, X: Any) -> torch.Tensor:
+    """Proposition 1's ``log c_rr`` ``(m,)`` for every column at the current
+    hyperparameters, from the column norms over ``X`` (Gaussian likelihood)."""
+    s2 = model.likelihood.variance
+    return optimal_log_diagonal(column_norms(model, X), s2, model.prior_diag())
+
+
+@torch.no_grad()
+def initial_values(model: Any, X: torch.Tensor) -> None:
+    """Set the data-dependent initial values from the training inputs ``X`` ``(N, D)``:
+    the input offset (random features) or the basis centres (a subset drawn by a generator
+    seeded with ``basis.seed``), ``log|S|`` (inducing basis, m <= 4096), ``mu = 0``, dense
+    columns 0, ``log s = 0`` (RVM) and the diagonal of ``C`` by Proposition 1 with
+    ``|phi_r|^2`` estimated cheaply (O(1) per column for random features, else from at
+    most 256 rows)."""
+    N = X.shape[0]
+    kind = model.basis.kind
+    if kind == "rff":
+        model.input_offset.copy_(X.mean(0))
+    if kind != "rff":
+        g = torch.Generator(device="cpu").manual_seed(model.basis.seed)
+        if model.m == N:
+            idx = torch.arange(N)
+        else:
+            idx = torch.randperm(N, generator=g)[: model.m]
+        model.Z.copy_(X[idx.to(X.device)])
+    if kind == "inducing" and model.m <= 4096:
+        L, model.last_jitter = cholesky(model.kernel(model.Z), "K(Z, Z)")
+        model.logdet_S.copy_(2.0 * torch.log(torch.diagonal(L)).sum())
+    model.mu.zero_()
+    model.c_dense.zero_()
+    if kind == "rvm":
+        model.log_s.zero_()
+    # c_rr from Prop. 1 with |phi_r|^2 estimated cheaply (O(1) per column for rff)
+    gaussian = isinstance(model.likelihood, Gaussian)
+    s2 = float(model.likelihood.variance) if gaussian else 1.0
+    if kind == "rff":
+        colnorm = torch.full_like(model.mu, N * float(model.kernel.variance) / model.m)
+    else:
+        colnorm = column_norms(model, X[: min(N, 256)]) * (N / min(N, 256))
+    model.c_raw.copy_(optimal_log_diagonal(colnorm, s2, model.prior_diag()))
