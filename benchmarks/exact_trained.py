@@ -156,6 +156,8 @@ def store(row: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", choices=("exact", "svgp", "synthetic"), default="exact")
+    ap.add_argument("--finetune-steps", type=int, default=None,
+                    help="exact part: full-data L-BFGS steps (default: the library's, 3)")
     ap.add_argument("--num-inducing", type=int, default=1024)
     ap.add_argument("--synthetic-n", type=int, default=200_000)
     ap.add_argument("--quick", action="store_true",
@@ -169,7 +171,10 @@ def main() -> None:
     else:
         X, y, Xs, ys = protein(2_000 if args.quick else None)
         if args.part == "exact":
-            kw = {"iterative": {"pretrain_rows": 500}} if args.quick else {}
+            it = {"pretrain_rows": 500} if args.quick else {}
+            if args.finetune_steps is not None:
+                it["finetune_steps"] = args.finetune_steps
+            kw = {"iterative": it} if it else {}
             row = run_exact(X, y, Xs, ys, kw)
         else:
             row = run_svgp(X, y, Xs, ys, 64 if args.quick else args.num_inducing)
