@@ -245,7 +245,8 @@ def write(res: dict, provenance: dict | None = None, trained: list | None = None
         "conditioned and its spectrum decays slowly). An evaluation is the log marginal "
         "likelihood and its gradient (objective + backward). CG rows: the defaults of the "
         "time, now named explicitly (`tol` 1e-6, 16 probes, preconditioner rank "
-        "`min(1000, 2^25 / N)`; the defaults are now those of the trained run below), "
+        "`min(1000, 2^25 / N)`; the defaults have since changed for large N: see the "
+        "design notes and the \"Not run\" table), "
         "probe seeds "
         f"0..{res['seeds'] - 1}; the test RMSE is the predictive mean's (a CG solve, "
         "independent of the probes).",
@@ -299,8 +300,8 @@ NOTES = [
     "## Reading the table",
     "",
     "Against the first version of this page (N = 3,000: 205 CG iterations and 80 s wall "
-    "per evaluation under a load of about 7, log p 5% off): the preconditioner's default "
-    "rank is now `min(1000, 2^25 / N)` instead of 100, the kernel blocks are 8 MiB "
+    "per evaluation under a load of about 7, log p 5% off): the preconditioner's rank "
+    "was `min(1000, 2^25 / N)` (the default then) instead of 100, the kernel blocks are 8 MiB "
     "instead of 32 MiB (the 32 MiB blocks were fresh memory mappings each time, and their "
     "page faults cost more system time than the arithmetic: at N = 10^4 0.64 s system + "
     "0.55 s user per product, now 0.58 s user), and the SLQ probes are `P^{1/2} w` with "
@@ -344,13 +345,37 @@ NOTES = [
     "",
     "| row | why not |",
     "| --- | --- |",
-    "| N = 10^5 of uci/protein or uci/kin40k, trained (target: under 30 min, 0.5 GB per "
-    "10^5 points, test RMSE at least SVGP M = 1,024's) | one CG iteration at N = 2 x 10^4 "
-    "cost about 2.3 CPU s (17 columns); at 10^5 it is 25 times that, about 1 CPU minute, "
-    "and the default rank there is 335, so an evaluation is a few hundred iterations: "
-    "hours of CPU per evaluation and days for a training run on these 2 shared cores. "
-    "The 30-minute target needs a GPU (which this task did not have) or many cores |",
-    "| N = 2 x 10^5 synthetic | as above |",
+    "| N = 10^5 of uci/protein or uci/kin40k, trained | these rows do not exist: "
+    "uci/protein has 45,730 rows (41,157 in split 0's training set) and uci/kin40k "
+    "40,000. The largest real exact run the issue can mean is a full split: see the "
+    "next row |",
+    "| uci/protein split 0, all 41,157 training rows, trained (target: under 30 min wall "
+    "on the 2 cores, 0.5 GB per 10^5 points, test RMSE at least SVGP M = 1,024's) | "
+    "started with the defaults for large N and one fine-tune step (`exact_trained.py "
+    "--part exact --finetune-steps 1`, two threads, not niced) at a load average of 11 "
+    "to 13 on the 2 cores (the lead's grid benchmark ran 11 processes at normal "
+    "priority), so it got about 0.6 of a core: the 2,000-row Cholesky pretrain took "
+    "1 min 51 s wall (105 L-BFGS steps), then the first full-data L-BFGS step had not "
+    "finished after about 16 more CPU minutes; stopped at 18.0 CPU minutes (29 min wall) for "
+    "the session's deadline, without a test RMSE. A diagnostic of the same evaluation "
+    "(hyperparameters from a 1,000-row Cholesky fit, rank-256 preconditioner: 1.5 CPU s) "
+    "measured one product with the 17 columns at 14 to 17 CPU s (two threads; 17 to 35 s "
+    "wall under that load) and the largest relative CG residual of the 17 columns "
+    "(`tol` is relative) falling from 8.8 after the first iteration to 0.85 after 14, "
+    "about 0.84 per iteration: some 40 iterations to `tol` = 1e-2, "
+    "i.e. about 10 CPU minutes per evaluation, 2 to 3 evaluations per L-BFGS step, and "
+    "30 + 30 products (predictive mean from the warm start, LOVE) for prediction: about "
+    "40 CPU minutes for pretrain + one step + prediction, 20 to 25 minutes wall on two "
+    "idle cores if the two threads halve the time (not measured). The rank is the "
+    "lever: 256 keeps the factor at 84 MB (the memory target allows about 0.2 GB at this "
+    "N), and rank 1,000 (330 MB) would cut the iterations several fold (at 5,000 rows it "
+    "needed 16). SVGP M = 1,024 on the same split: started niced (its default fit), "
+    "starved by the same load (under 3 CPU minutes in 45 minutes) and stopped; no recorded "
+    "SVGP M = 1,024 protein number exists in docs/results (the nearest: VFE M = 512 "
+    "RMSE 0.516 and SVGP M = 256 at 300 Adam steps 0.576, sparse.md) |",
+    "| N = 2 x 10^5 synthetic, one evaluation and prediction | not run: at (2 x 10^5 / "
+    "41,157)^2 = 24 times the measured 14 to 17 CPU s, one product is 6 to 7 CPU "
+    "minutes, and an evaluation of tens of iterations several CPU hours |",
     "| GPyTorch at N = 2 x 10^4 (time per evaluation, RMSE) | started (float32, "
     "GPyTorch 1.15.2, its defaults, one thread, same hyperparameters): stopped at the "
     "session's deadline after 7.8 CPU minutes (23 minutes wall at a load of 9) without "
