@@ -352,7 +352,7 @@ NOTES = [
     "| uci/protein split 0, all 41,157 training rows, trained (target: under 30 min wall "
     "on the 2 cores, 0.5 GB per 10^5 points, test RMSE at least SVGP M = 1,024's) | "
     "started with the defaults for large N and one fine-tune step (`exact_trained.py "
-    "--part exact --finetune-steps 1`, two threads, not niced) at a load average of 11 "
+    "--part exact --finetune-steps 1`, two threads, not niced) at a load average of 9 "
     "to 13 on the 2 cores (the lead's grid benchmark ran 11 processes at normal "
     "priority), so it got about 0.6 of a core: the 2,000-row Cholesky pretrain took "
     "1 min 51 s wall (105 L-BFGS steps), then the first full-data L-BFGS step had not "
