@@ -5,14 +5,11 @@ path: :func:`lanczos` with full reorthogonalisation and :class:`LoveCache`, spli
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from .linalg import cholesky
-
-if TYPE_CHECKING:  # annotations only: linalg_iterative imports this module
-    from .linalg_iterative import KernelOperator, PivotedCholeskyPreconditioner
 
 
 class LoveCache:
@@ -34,7 +31,7 @@ class LoveCache:
     ``O(N (k + rank))`` after its kernel column.
     """
 
-    def __init__(self, operator: KernelOperator, pre: PivotedCholeskyPreconditioner,
+    def __init__(self, operator: Any, pre: Any,  # KernelOperator, PivotedCholesky...
                  start: torch.Tensor, steps: int) -> None:
         with torch.no_grad():
             self.pre = pre
