@@ -24,7 +24,16 @@ import torch
 
 from .constants import LOG_2PI
 from .linalg import cho_solve, cholesky, logdet_chol
+from .linalg_love import LoveCache, lanczos
 from .options import OptionGroup
+
+__all__ = [  # LoveCache and lanczos live in linalg_love
+    "CGResult", "IterativeOptions", "IterativeSolver", "KernelOperator", "LoveCache",
+    "PivotedCholeskyPreconditioner", "conjugate_gradients", "default_rank",
+    "iterative_log_marginal", "iterative_solver", "lanczos", "lanczos_tridiagonals",
+    "pivoted_cholesky", "preconditioner_for", "quadrature_log", "rademacher",
+    "slq_from_cg", "slq_logdet",
+]
 
 #: entries of one ``(rows, N)`` kernel block when ``chunk_rows`` is not given (2^20:
 #: 8 MiB in float64, the autograd graph of one block a few times that).  Blocks of 32 MiB
@@ -34,18 +43,23 @@ from .options import OptionGroup
 #: user and no faults at 2^20)
 CHUNK_ENTRIES = 1 << 20
 
-#: largest preconditioner rank when ``rank`` is not given, and the entries of ``L``
-#: ``(N, rank)`` it may take (2^25: 256 MiB in float64, so rank 335 at N = 10^5)
-RANK_MAX, RANK_ENTRIES = 1000, 1 << 25
+#: largest preconditioner rank when ``rank`` is not given; the entries of ``L`` ``(N, rank)``
+#: it may take (2^23: 64 MiB in float64), and the rank kept whatever N (256: 2 KiB per
+#: point, so the factor stays within the memory target of 0.5 GB per 10^5 points
+#: together with CG's vectors and the LOVE cache, about 300 more numbers per point)
+RANK_MAX, RANK_ENTRIES, RANK_MIN = 1000, 1 << 23, 256
 
 
 def default_rank(num_data: int) -> int:
     """The preconditioner rank used when :attr:`IterativeOptions.rank` is None:
-    ``min(1000, 2^25 // N, N)``.  On kin40k (D = 8, scaled noise 0.012, N = 3,000) rank
-    100 needed 169 CG iterations and rank 1,000 needed 23, the pivoted Cholesky (``O(N
-    k^2)``) costing less than the products it saved; the SLQ spread falls with the rank
-    too (``docs/results/exact_at_scale.md``)."""
-    return max(1, min(RANK_MAX, RANK_ENTRIES // max(1, num_data), num_data))
+    ``min(1000, N, max(256, 2^23 // N))`` (1000 up to N = 8,388, 838 at 10^4, 256 from
+    32,768 on).  On kin40k (D = 8, scaled noise 0.012, N = 3,000) rank 100 needed 169 CG
+    iterations and rank 1,000 needed 23, the pivoted Cholesky (``O(N k^2)``) costing less
+    than the products it saved; the SLQ spread falls with the rank too
+    (``docs/results/exact_at_scale.md``).  Above 32,768 points the rank is held at 256
+    so that the factor (``8 * 256`` bytes per point) fits the memory target."""
+    n = max(1, num_data)
+    return max(1, min(RANK_MAX, n, max(RANK_MIN, RANK_ENTRIES // n)))
 
 Cross = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -54,7 +68,10 @@ Cross = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 class IterativeOptions(OptionGroup):
     """Options of the iterative (CG / Lanczos) path of an exact GP.
 
-    tol: relative residual ``|r| / |b|`` at which CG stops (training and prediction).
+    tol: relative residual ``|r| / |b|`` at which CG stops in an evaluation of the
+        objective (training, :meth:`~latentgp.models.ExactGP.log_marginal_likelihood`).
+    predict_tol: the same for the solves of prediction (the predictive mean's
+        ``(K + s^2 I)^{-1} y`` and CG variances).
     max_iter: most CG iterations per solve (a solve that stops there is reported, not
         an error: :attr:`CGResult.converged`).
     num_probes: Rademacher probe vectors of the log-determinant estimate and its gradient.
@@ -67,19 +84,30 @@ class IterativeOptions(OptionGroup):
         cache built once, :class:`LoveCache`, then ``O(N k)`` per test point) or ``"cg"``
         (a CG solve per prediction chunk: exact to ``tol``, one solve per chunk).
     love_rank: Lanczos steps of the LOVE cache (``k``).
+    pretrain_rows: the first fit of an exact GP on the iterative path on more than this
+        many points starts with an exact (Cholesky) fit on this many rows drawn at random
+        (:func:`latentgp.models.exact.pretrain_subset`), then fine-tunes on all the data
+        (0: no pretraining; the fit runs on all the data from the initial values).
+    finetune_steps: L-BFGS steps of that fine-tune on all the data when the fit names no
+        budget (``max_steps``, ``epochs``, ``tol``); None: until the automatic rule says
+        converged.  Pretraining on a subset, then a few full-data steps, is the protocol
+        of Wang et al. (2019), "Exact Gaussian processes on a million data points".
     """
 
     argument = "iterative"
     written_as = "lg.ExactGP.Iterative"
 
-    tol: float = 1e-6
+    tol: float = 1e-2
     max_iter: int = 1000
     num_probes: int = 16
     rank: int | None = None
     seed: int = 0
     chunk_rows: int | None = None
     variance: str = "love"
-    love_rank: int = 100
+    love_rank: int = 30
+    predict_tol: float = 1e-4
+    pretrain_rows: int = 2000
+    finetune_steps: int | None = 3
 
     def __post_init__(self) -> None:
         def whole(name, low):
@@ -87,10 +115,10 @@ class IterativeOptions(OptionGroup):
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ValueError(f"Iterative: {name} must be an integer >= {low}, got {v!r}")
 
-        if isinstance(self.tol, bool) or not isinstance(self.tol, (int, float)) or not (
-            0 < self.tol < 1
-        ):
-            raise ValueError(f"Iterative: tol must be in (0, 1), got {self.tol!r}")
+        for name in ("tol", "predict_tol"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+                raise ValueError(f"Iterative: {name} must be in (0, 1), got {v!r}")
         whole("max_iter", 1)
         whole("num_probes", 1)
         if self.rank is not None:
@@ -101,6 +129,11 @@ class IterativeOptions(OptionGroup):
         if self.variance not in ("love", "cg"):
             raise ValueError(f"Iterative: variance must be 'love' or 'cg', got {self.variance!r}")
         whole("love_rank", 1)
+        whole("pretrain_rows", 0)
+        if self.pretrain_rows == 1:
+            raise ValueError("Iterative: pretrain_rows must be 0 (none) or at least 2, got 1")
+        if self.finetune_steps is not None:
+            whole("finetune_steps", 1)
 
 
 def _times(block: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
@@ -189,13 +222,13 @@ def pivoted_cholesky(
     for m in range(k):
         i = int(torch.argmax(d))
         if float(d[i]) <= 0.0 or float(d.sum()) <= rel_tol * total:
-            return L[:m].mT.contiguous()
+            return L[:m].mT
         row = rows(torch.tensor([i], device=diag.device))[0]
         lm = (row - L[:m].mT @ L[:m, i]) / d[i].sqrt()
         L[m] = lm
         d = (d - lm.square()).clamp_min(0.0)
         d[i] = 0.0
-    return L.mT.contiguous()
+    return L.mT  # a view: no second copy of the factor
 
 
 class PivotedCholeskyPreconditioner:
@@ -229,25 +262,30 @@ class PivotedCholeskyPreconditioner:
         return (N - k) * self.noise.log() + logdet_chol(self.chol_C)
 
     def eigen(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(U, e)``: ``L L^T = U diag(e) U^T`` with ``U`` ``(N, r)`` orthonormal and
-        ``e`` ``(r,)`` positive (directions with ``e <= 1e-12 max(e)`` dropped)."""
+        """``(V, e)``: ``L^T L = V diag(e) V^T`` (``V`` ``(k, r)``, ``e`` ``(r,)`` positive,
+        directions with ``e <= 1e-12 max(e)`` dropped), so that ``L L^T = U diag(e) U^T``
+        with ``U = L V diag(e)^{-1/2}`` ``(N, r)`` orthonormal; ``U`` itself is never
+        stored (it would be a second ``(N, k)`` matrix): products with it go through
+        ``L``."""
         if self._eig is None:
             with torch.no_grad():
                 if self.rank == 0:
-                    self._eig = (self.L, self.L.new_zeros(0))
+                    self._eig = (self.L.new_zeros(0, 0), self.L.new_zeros(0))
                 else:
-                    evals, V = torch.linalg.eigh(self.L.mT @ self.L)  # L = U diag(e^1/2) V^T
+                    evals, V = torch.linalg.eigh(self.L.mT @ self.L)
                     keep = evals > 1e-12 * evals.max().clamp_min(1e-300)
-                    evals, V = evals[keep], V[:, keep]
-                    self._eig = ((self.L @ V) / evals.sqrt(), evals)
+                    self._eig = (V[:, keep], evals[keep])
         return self._eig
 
     def power(self, V: torch.Tensor, p: float) -> torch.Tensor:
-        """``P^p V`` for ``V`` ``(N, C)`` and ``p`` = 1/2 or -1/2."""
-        U, e = self.eigen()
+        """``P^p V`` for ``V`` ``(N, C)`` and ``p`` = 1/2 or -1/2:
+        ``s^{2p} V + L W diag(((e + s^2)^p - s^{2p}) / e) W^T L^T V`` (``(W, e)`` from
+        :meth:`eigen`), ``O(N k C)``."""
+        W, e = self.eigen()
         out = V * self.noise**p
-        if U.shape[1]:
-            out = out + U @ (((e + self.noise) ** p - self.noise**p)[:, None] * (U.mT @ V))
+        if e.shape[0]:
+            scale = ((e + self.noise) ** p - self.noise**p) / e
+            out = out + self.L @ (W @ (scale[:, None] * (W.mT @ (self.L.mT @ V))))
         return out
 
     def probes(self, W: torch.Tensor) -> torch.Tensor:
@@ -285,20 +323,30 @@ def conjugate_gradients(
     precondition: Callable[[torch.Tensor], torch.Tensor] | None = None,
     tol: float = 1e-6,
     max_iter: int = 1000,
+    x0: torch.Tensor | None = None,
 ) -> CGResult:
     """Preconditioned CG for ``A X = B`` with ``C`` right-hand sides at once (``B``
     ``(N, C)``, ``A`` symmetric positive definite given by ``matmul``); a column stops when
-    its relative residual is below ``tol``; one product with ``A`` per iteration."""
+    its relative residual is below ``tol``; one product with ``A`` per iteration.
+    ``x0`` ``(N, C)``: a starting guess (default zero; one more product with ``A``); the
+    Lanczos coefficients then belong to the start ``b - A x0``, so a run whose
+    coefficients feed SLQ starts from zero."""
     if B.ndim != 2:
         raise ValueError(f"B must be (N, C), got shape {tuple(B.shape)}")
+    if x0 is not None and x0.shape != B.shape:
+        raise ValueError(f"x0 must have B's shape {tuple(B.shape)}, got {tuple(x0.shape)}")
     M = precondition or (lambda V: V)
     with torch.no_grad():
         N, C = B.shape
-        X = torch.zeros_like(B)
         bnorm = B.norm(dim=0)
         active = bnorm > 0
         safe = torch.where(active, bnorm, torch.ones_like(bnorm))
-        R = B.clone()
+        if x0 is None:
+            X = torch.zeros_like(B)
+            R = B.clone()
+        else:
+            X = x0.detach().clone()
+            R = B - matmul(X)
         Zr = M(R)
         P = Zr.clone()
         rz = (R * Zr).sum(0)
@@ -448,6 +496,7 @@ class _IterativeLogMarginal(torch.autograd.Function):
             iterations=res.iterations, residual=float(res.residual.max()),
             converged=res.converged, logdet=float(logdet), rank=pre.rank,
         )
+        info["solution"] = alpha  # (N, P): a starting guess for the next solve
         t = opts.num_probes
         A = torch.cat([alpha, U], 1)
         B = torch.cat([0.5 * alpha, (-P / (2.0 * t)) * pre.solve(Z)], 1)
@@ -486,7 +535,8 @@ def iterative_log_marginal(
     to ``noise`` (a scalar tensor), ``R`` and ``params`` (the tensors ``cross`` depends on,
     e.g. a kernel's parameters).  ``diag``: ``(N,)`` diagonal of ``K`` (for the
     preconditioner).  ``info`` (a dict) receives the CG iterations, the largest final
-    residual, whether CG converged and the log-determinant estimate."""
+    residual, whether CG converged, the log-determinant estimate and ``"solution"``,
+    ``(K + s^2 I)^{-1} R`` ``(N, P)`` to CG's tolerance."""
     op = KernelOperator(cross, X.detach(), noise.detach(), chunk_rows=options.chunk_rows)
     gen = torch.Generator(device=X.device).manual_seed(options.seed)
     spec = (op, options, diag.detach(), gen, {} if info is None else info)
@@ -508,24 +558,29 @@ class _Solve(torch.autograd.Function):
 
 
 class IterativeSolver:
-    """Solves with ``K + s^2 I`` at fixed parameters by preconditioned CG: what an exact
-    GP on the iterative path keeps for prediction (in place of a Cholesky factor)."""
+    """Solves with ``K + s^2 I`` at fixed parameters by preconditioned CG to
+    ``options.predict_tol``: what an exact GP on the iterative path keeps for prediction
+    (in place of a Cholesky factor)."""
 
     def __init__(
         self, operator: KernelOperator, preconditioner: PivotedCholeskyPreconditioner,
         options: IterativeOptions,
     ) -> None:
         self.operator, self.preconditioner, self.options = operator, preconditioner, options
+        self.tol = options.predict_tol
         self.last: CGResult | None = None
         self.love: LoveCache | None = None
 
-    def solve_constant(self, B: torch.Tensor) -> torch.Tensor:
-        """``(K + s^2 I)^{-1} B`` for ``B`` ``(..., N, C)`` (no gradient)."""
+    def solve_constant(self, B: torch.Tensor, *, x0: torch.Tensor | None = None) -> torch.Tensor:
+        """``(K + s^2 I)^{-1} B`` for ``B`` ``(..., N, C)`` (no gradient); ``x0`` (``B``'s
+        shape): a starting guess, e.g. the last evaluation's solution."""
         lead, (N, C) = B.shape[:-2], B.shape[-2:]
         flat = B.detach().movedim(-2, 0).reshape(N, -1)
+        if x0 is not None:
+            x0 = x0.detach().movedim(-2, 0).reshape(N, -1)
         res = conjugate_gradients(
             self.operator.matmul, flat, precondition=self.preconditioner.solve,
-            tol=self.options.tol, max_iter=self.options.max_iter,
+            tol=self.tol, max_iter=self.options.max_iter, x0=x0,
         )
         self.last = res
         return res.solution.reshape(N, *lead, C).movedim(0, -2)
@@ -554,83 +609,3 @@ def iterative_solver(
     ``options.rank`` built once."""
     op = KernelOperator(cross, X, noise, chunk_rows=options.chunk_rows)
     return IterativeSolver(op, preconditioner_for(op, diag, options.rank), options)
-
-
-class LoveCache:
-    """LOVE-style cache (Pleiss et al. 2018) for quadratic forms ``k^T (K + s^2 I)^{-1} k``.
-
-    ``k`` Lanczos steps (full reorthogonalisation) on the preconditioned operator
-    ``A = P^{-1/2} (K + s^2 I) P^{-1/2}`` give ``A ~ Q T Q^T`` on the Krylov space; off it
-    ``A ~ I`` (the preconditioner's job), so with ``v = P^{-1/2} k``
-
-        k^T (K + s^2 I)^{-1} k ~ |L_T^{-1} Q^T v|^2 + |v|^2 - |Q^T v|^2,
-
-    exact when the Krylov space is everything (``k = N``) and, with a good
-    preconditioner, close at small ``k`` (``A >= I`` because ``L L^T <= K``, so the off-space
-    term errs towards smaller variances, by at most what the preconditioner misses).
-    Without a preconditioner (rank 0, ``A = (K + s^2 I) / s^2`` far from ``I``) the
-    off-space term is left out: that is plain LOVE, whose variances err upwards.
-    Stores ``Q`` ``(N, k)`` and the preconditioner's ``P^{-1/2}`` in thin form
-    (``(N, rank)``): ``O(N (k + rank))`` memory, and a test point costs
-    ``O(N (k + rank))`` after its kernel column.
-    """
-
-    def __init__(self, operator: KernelOperator, pre: PivotedCholeskyPreconditioner,
-                 start: torch.Tensor, steps: int) -> None:
-        with torch.no_grad():
-            self.pre = pre
-
-            def apply(Vv):
-                return self.half_inverse(operator.matmul(self.half_inverse(Vv)))
-
-            if not bool(start.abs().sum() > 0):  # any nonzero start vector will do
-                start = torch.ones_like(start)
-            Q, T = lanczos(apply, self.half_inverse(start[:, None])[:, 0], steps)
-            self.Q = Q
-            self.chol_T = cholesky(T, "LOVE tridiagonal", jitter=0.0)[0]
-
-    def half_inverse(self, V: torch.Tensor) -> torch.Tensor:
-        """``P^{-1/2} V`` for ``V`` ``(N, C)``."""
-        return self.pre.power(V, -0.5)
-
-    def quad_form(self, Kxs: torch.Tensor) -> torch.Tensor:
-        """``diag(Kxs^T (K + s^2 I)^{-1} Kxs)`` ``(B,)`` (approximately; see the class)."""
-        v = self.half_inverse(Kxs)
-        a = self.Q.mT @ v
-        w = torch.linalg.solve_triangular(self.chol_T, a, upper=False)
-        quad = w.square().sum(0)
-        if self.pre.rank:  # preconditioned: A ~ I off the Krylov space
-            quad = quad + v.square().sum(0) - a.square().sum(0)
-        return quad
-
-
-def lanczos(
-    matmul: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, steps: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``steps`` Lanczos steps with full reorthogonalisation for the symmetric operator
-    ``matmul`` from ``start`` ``(N,)``: ``Q`` ``(N, m)`` orthonormal and the tridiagonal
-    ``T = Q^T A Q`` ``(m, m)``, ``m <= steps`` (fewer when the Krylov space is exhausted)."""
-    N = start.shape[0]
-    m_max = min(int(steps), N)
-    Q = start.new_zeros(N, m_max)
-    a_s, b_s = [], []
-    q = start / start.norm()
-    for j in range(m_max):
-        Q[:, j] = q
-        w = matmul(q[:, None])[:, 0]
-        a = torch.dot(q, w)
-        w = w - a * q - (b_s[-1] * Q[:, j - 1] if j else 0.0)
-        for _ in range(2):  # twice is enough (Parlett's "twice is enough")
-            w = w - Q[:, : j + 1] @ (Q[:, : j + 1].mT @ w)
-        a_s.append(a)
-        b = w.norm()
-        if j + 1 == m_max or float(b) <= 1e-10 * float(a.abs()):
-            break
-        b_s.append(b)
-        q = w / b
-    m = len(a_s)
-    diag = torch.stack(a_s)
-    off = torch.stack(b_s[: m - 1]) if m > 1 else diag.new_zeros(0)
-    T = torch.diag(diag) + torch.diag(off, 1) + torch.diag(off, -1)
-    return Q[:, :m].contiguous(), T
-

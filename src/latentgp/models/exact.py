@@ -12,6 +12,7 @@ change).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -69,6 +70,14 @@ def gaussian_log_marginal(K: torch.Tensor, L: torch.Tensor, Y: torch.Tensor) -> 
     Cholesky factor ``L`` (taken as a constant: the gradient flows to ``K`` and ``Y`` by the
     closed form), ``Y`` ``(..., N, P)``; returns ``(...)`` (a scalar for one matrix)."""
     return _GaussianLogMarginal.apply(K, L, Y)
+
+
+def pretrain_subset(num_data: int, rows: int, seed: int | None) -> torch.Tensor:
+    """Indices ``(rows,)`` of the rows that :meth:`ExactGP.fit` pretrains on: the first
+    ``rows`` of a permutation of ``range(num_data)`` drawn by a private generator seeded
+    with ``seed`` (None: 0), in increasing order."""
+    gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
+    return torch.randperm(num_data, generator=gen)[:rows].sort().values
 
 
 #: Relative change of the objective per point below which a full-batch L-BFGS fit of an
@@ -175,6 +184,9 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
         self.solver = solver
         self.iterative = options
         self.last_cg: dict[str, Any] = {}
+        #: the last CG evaluation's ``(K + s^2 I)^{-1} r`` ``(N, P)``: the starting guess
+        #: of the prediction's solve (any guess gives the same solution to ``predict_tol``)
+        self._warm_start: torch.Tensor | None = None
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "solver": self.solver,
@@ -208,9 +220,74 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
         super()._init_from_data(X, y)
         self._store(X, y)
 
-    def fit(self, X, y, **kwargs):  # noqa: D102 - see GPModel.fit
+    def fit(self, X, y=None, **kwargs):
+        """:meth:`GPModel.fit <latentgp.models.base.GPModel.fit>`; on the iterative path
+        (``solver="cg"``, or ``"auto"`` above :attr:`cholesky_max`) the first fit on more
+        than ``iterative.pretrain_rows`` points runs in two stages (Wang et al. 2019):
+
+        1. *pretrain*: an exact fit (``solver="cholesky"``, L-BFGS to convergence) on
+           ``pretrain_rows`` rows drawn at random (:func:`pretrain_subset` of the fit's
+           ``seed``), from the initial values of all the data, with the targets scaled
+           as for all the data;
+        2. *fine-tune*: the usual fit on all the data by CG and SLQ from the subset's
+           hyperparameters, for ``iterative.finetune_steps`` L-BFGS steps unless the
+           call names a budget (``max_steps``, ``epochs``, ``tol``): the fit's options
+           apply to this stage.
+
+        ``history_`` describes the fine-tune, and ``history_.stages`` both stages (rows,
+        solver, steps, reason, wall and CPU seconds of this process, final objective).
+        A fit of a built model (calling ``fit`` again), a resumed one and a fit on an
+        out-of-core source do not pretrain."""
+        stages = self._pretrain(X, y, kwargs)
+        if stages and not any(kwargs.get(k) is not None for k in ("max_steps", "epochs", "tol")):
+            kwargs = {**kwargs, "max_steps": self.iterative.finetune_steps}
+        t0, c0 = time.perf_counter(), time.process_time()
         super().fit(X, y, **kwargs)
+        if stages:
+            h = self.history_
+            stages.append({
+                "stage": "finetune", "rows": int(self.X_train.shape[0]), "solver": "cg",
+                "steps": h.steps, "reason": h.reason, "seconds": time.perf_counter() - t0,
+                "cpu_seconds": time.process_time() - c0,
+                "objective": h.objective[-1] if h.objective else None,
+                "cg_iterations": self.last_cg.get("iterations"),
+            })
+            h.stages = stages
+            h.events.append(
+                f"pretrained on {stages[0]['rows']} of {stages[1]['rows']} rows by Cholesky "
+                f"({stages[0]['steps']} steps, {stages[0]['reason']}), then "
+                f"{h.steps} full-data step(s) by CG"
+            )
         return self
+
+    def _pretrain(self, X, y, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        """The subset stage of :meth:`fit` when it applies (see there); returns its record
+        in a list (empty when it does not apply)."""
+        rows = self.iterative.pretrain_rows
+        if self.built or rows == 0 or kwargs.get("resume") or y is None:
+            return []
+        Xt, yt = self.check_training_data(X, y)
+        N = Xt.shape[0]
+        if self.solver_for(N) != "cg" or N <= rows:
+            return []
+        seed = kwargs.get("seed")
+        self.initialize_training(Xt, yt, seed=seed)
+        sub = self.clone()
+        sub.solver = "cholesky"
+        idx = pretrain_subset(N, rows, seed)
+        t0, c0 = time.perf_counter(), time.process_time()
+        sub.fit(Xt[idx], yt[idx], seed=seed, progress=kwargs.get("progress"))
+        data = ("X_train", "y_train")
+        self.load_state_dict(
+            {k: v for k, v in sub.state_dict().items() if k not in data}, strict=False
+        )
+        h = sub.history_
+        return [{
+            "stage": "pretrain", "rows": rows, "solver": "cholesky", "steps": h.steps,
+            "reason": h.reason, "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0,
+            "objective": h.objective[-1] if h.objective else None,
+        }]
 
     def objective(self, X, y, num_data):
         """Exact log marginal likelihood of the (scaled) targets; needs the full batch."""
@@ -234,6 +311,8 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
                 [p for p in self.kernel.parameters() if p.requires_grad],
                 diag=self.kernel.diag(X), options=self.iterative, info=info,
             )
+            # the solve (N, P), kept as the prediction solve's starting guess
+            self._warm_start = info.pop("solution")
             self.last_cg = info
             return value
         K = self.kernel(X)
@@ -258,7 +337,9 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
                 options=self.iterative,
             )
             R = self._residual(X, Y)
-            alpha = solver.solve_constant(R)
+            warm = getattr(self, "_warm_start", None)  # the last evaluation's solve
+            warm = warm if warm is not None and warm.shape == R.shape else None
+            alpha = solver.solve_constant(R, x0=warm)
             self.last_cg = {"iterations": solver.last.iterations,
                             "residual": float(solver.last.residual.max()),
                             "converged": solver.last.converged}

@@ -66,6 +66,9 @@ class FitHistory:
     batch_size: rows per step (N for a full-batch fit).
     holdout: the automatic held-out stopping rule's record when it ran (rows held out,
     best step and score, every score: :mod:`latentgp.training.holdout`), else empty.
+    stages: a fit made of several stages records one dict per stage here (ExactGP on the
+    iterative path: an exact fit on a subset, then the fine-tune on all the data; the
+    other fields describe the last stage), else empty.
     """
 
     objective: list[float] = dataclasses.field(default_factory=list)
@@ -79,6 +82,7 @@ class FitHistory:
     optimizer: str = ""
     batch_size: int = 0
     holdout: dict[str, Any] = dataclasses.field(default_factory=dict)
+    stages: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 class Sampler:

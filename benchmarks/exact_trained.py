@@ -1,0 +1,190 @@
+"""A trained exact GP on all of a large training set (issue 26 part 3), beside SVGP.
+
+``uci/protein`` split 0 (41,157 training rows, 4,573 test rows, D = 9), inputs and targets
+standardised with the training statistics (:func:`latentgp.data.standardize`); test RMSE
+and NLPD in those standardised units.  Parts (each in its own process, so that the peak
+resident memory is the part's own):
+
+* ``exact``: ``lg.ExactGP(solver="cg").fit(X, y, seed=0)`` with the library's defaults
+  for large N: an exact (Cholesky) fit on a random subset, then full-data L-BFGS steps
+  on the CG / SLQ objective, then CG predictive means and LOVE variances of the test
+  rows (``history_`` records the stages);
+* ``svgp``: ``lg.SVGP(1024).fit(X, y, seed=0)``, SVGP's default fit;
+* ``synthetic``: one CG / SLQ evaluation with gradient and the test means of an exact
+  GP on ``--synthetic-n`` points of a smooth 4-D function with noise standard deviation
+  0.3 (hyperparameters at their true values), to measure the per-iteration cost.
+
+Each row records wall and CPU seconds, the process's peak RSS and the RSS of a bare
+``import torch, latentgp`` process (the baseline), the load average before and after.
+
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/exact_trained.py --part exact
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/exact_trained.py --part svgp
+
+Writes the row into ``docs/results/exact_at_scale.json`` (key ``"trained"``, each row
+with its own provenance) and re-renders ``exact_at_scale.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+from machine import stamp
+
+import latentgp as lg
+from latentgp import datasets
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(os.path.dirname(HERE), "docs", "results")
+JSON = os.path.join(RESULTS, "exact_at_scale.json")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def baseline_rss_mb() -> float:
+    """Peak RSS of a process that only imports torch and latentgp."""
+    code = ("import resource, torch, latentgp; "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ})
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def protein(max_rows: int | None = None):
+    ds, _, _ = lg.data.standardize(datasets.load("uci/protein", 0))
+    X, y, Xs, ys = ds.X_train, ds.y_train, ds.X_test, ds.y_test
+    if max_rows is not None:
+        X, y, Xs, ys = X[:max_rows], y[:max_rows], Xs[: max_rows // 4], ys[: max_rows // 4]
+    return X, y, Xs, ys
+
+
+def scores(model, Xs, ys) -> dict:
+    t0, c0 = time.perf_counter(), time.process_time()
+    mean, var = model.predict_y(Xs)
+    mean, var = np.asarray(mean).reshape(-1), np.asarray(var).reshape(-1)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rmse = float(np.sqrt(np.mean((mean - ys) ** 2)))
+    nlpd = float(np.mean(0.5 * np.log(2 * math.pi * var) + 0.5 * (ys - mean) ** 2 / var))
+    return {"test_rmse": rmse, "test_nlpd": nlpd, "predict_seconds": seconds,
+            "predict_cpu_seconds": cpu}
+
+
+def run_exact(X, y, Xs, ys, kwargs: dict) -> dict:
+    model = lg.ExactGP(solver="cg", **kwargs)
+    t0, c0 = time.perf_counter(), time.process_time()
+    model.fit(X, y, seed=0, progress=True)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    h = model.history_
+    print(json.dumps({"fit_seconds": seconds, "fit_cpu_seconds": cpu, "stages": h.stages,
+                      "last_cg": model.last_cg, "load": os.getloadavg()}), flush=True)
+    row = {"model": "ExactGP(solver='cg')", "options": {k: str(v) for k, v in kwargs.items()},
+           "n": int(X.shape[0]), "fit_seconds": seconds, "fit_cpu_seconds": cpu,
+           "steps": h.steps, "reason": h.reason, "stages": h.stages,
+           "last_cg": dict(model.last_cg), "peak_rss_fit_mb": peak_rss_mb()}
+    row.update(scores(model, Xs, ys))
+    row["last_cg_predict"] = dict(model.last_cg)
+    row["lengthscale"] = model.kernel.lengthscale.detach().reshape(-1).tolist()
+    row["noise_variance"] = float(model.likelihood.variance.detach()
+                                  * model.y_scale.square().mean())
+    return row
+
+
+def run_svgp(X, y, Xs, ys, num_inducing: int) -> dict:
+    model = lg.SVGP(num_inducing)
+    t0, c0 = time.perf_counter(), time.process_time()
+    model.fit(X, y, seed=0)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    h = model.history_
+    row = {"model": f"SVGP(M={num_inducing})", "n": int(X.shape[0]), "fit_seconds": seconds,
+           "fit_cpu_seconds": cpu, "steps": h.steps, "reason": h.reason,
+           "optimizer": h.optimizer, "peak_rss_fit_mb": peak_rss_mb()}
+    row.update(scores(model, Xs, ys))
+    return row
+
+
+def run_synthetic(n: int, n_test: int = 2_000) -> dict:
+    gen = np.random.default_rng(0)
+    Xa = gen.uniform(-2.0, 2.0, (n + n_test, 4))
+    fa = np.sin(2 * Xa[:, 0]) + np.cos(Xa[:, 1] * Xa[:, 2]) + 0.5 * Xa[:, 3]
+    ya = fa + 0.3 * gen.standard_normal(n + n_test)
+    X, y, Xs, fs = Xa[:n], ya[:n], Xa[n:], fa[n:]
+    model = lg.ExactGP(solver="cg", normalize_y=False,
+                       iterative={"variance": "cg"}).initialize(X[:10], y[:10])
+    with torch.no_grad():
+        model.kernel.lengthscale = torch.full((4,), 0.8, dtype=torch.float64)
+        model.kernel.variance = torch.tensor(1.0, dtype=torch.float64)
+        model.likelihood.variance = torch.tensor(0.09, dtype=torch.float64)
+    model.set_data(X, y)
+    Xt, yt = model.X_train, model.y_train
+    t0, c0 = time.perf_counter(), time.process_time()
+    obj = model.objective(Xt, yt, n)
+    obj.backward()
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    info = dict(model.last_cg)
+    t1, c1 = time.perf_counter(), time.process_time()
+    mean = np.asarray(model.predict_f(Xs)[0]).reshape(-1)
+    return {"model": "ExactGP(solver='cg') one evaluation", "n": n, "lml": float(obj),
+            "eval_seconds": seconds, "eval_cpu_seconds": cpu, "eval_cg": info,
+            "predict_mean_seconds": time.perf_counter() - t1,
+            "predict_mean_cpu_seconds": time.process_time() - c1,
+            "test_rmse_f": float(np.sqrt(np.mean((mean - fs) ** 2))),
+            "peak_rss_fit_mb": peak_rss_mb()}
+
+
+def store(row: dict) -> None:
+    with open(JSON) as fh:
+        stored = json.load(fh)
+    rows = [r for r in stored.get("trained", [])
+            if (r["results"]["model"], r["results"]["n"]) != (row["model"], row["n"])]
+    stored["trained"] = [*rows, stamp({"results": row})]
+    with open(JSON, "w") as fh:
+        json.dump(stored, fh, indent=1)
+    subprocess.run([sys.executable, os.path.join(HERE, "exact_at_scale.py"), "--render"],
+                   check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", choices=("exact", "svgp", "synthetic"), default="exact")
+    ap.add_argument("--finetune-steps", type=int, default=None,
+                    help="exact part: full-data L-BFGS steps (default: the library's, 3)")
+    ap.add_argument("--num-inducing", type=int, default=1024)
+    ap.add_argument("--synthetic-n", type=int, default=200_000)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run on the first 2,000 training rows (pretraining on 500); "
+                    "printed, nothing written")
+    args = ap.parse_args()
+    load_before = os.getloadavg()
+    base = baseline_rss_mb()
+    if args.part == "synthetic":
+        row = run_synthetic(2_000 if args.quick else args.synthetic_n)
+    else:
+        X, y, Xs, ys = protein(2_000 if args.quick else None)
+        if args.part == "exact":
+            it = {"pretrain_rows": 500} if args.quick else {}
+            if args.finetune_steps is not None:
+                it["finetune_steps"] = args.finetune_steps
+            kw = {"iterative": it} if it else {}
+            row = run_exact(X, y, Xs, ys, kw)
+        else:
+            row = run_svgp(X, y, Xs, ys, 64 if args.quick else args.num_inducing)
+        row["dataset"] = "uci/protein split 0 (standardised)"
+    row.update(baseline_rss_mb=base, peak_rss_mb=peak_rss_mb(), load_before=load_before,
+               load_after=os.getloadavg(), threads=torch.get_num_threads())
+    print(json.dumps(row, default=str), flush=True)
+    if not args.quick:
+        store(row)
+
+
+if __name__ == "__main__":
+    main()
