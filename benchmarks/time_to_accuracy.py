@@ -186,7 +186,15 @@ def race(path: str, configs, gpflow_py, *, budget: float, chunk: int, likelihood
     while live:
         for label, w in list(live):
             c = curves[label]
-            out = w.call(cmd="train", steps=chunk)
+            try:
+                out = w.call(cmd="train", steps=chunk)
+            except RuntimeError as err:  # the library's own step failed (e.g. NaN): its
+                # curve ends here, the failure is recorded, the race goes on
+                c["failed"] = f"after {c['steps'][-1]} steps: {str(err).splitlines()[-1][:300]}"
+                skipped.append(f"{label} (failed {c['failed']})")
+                w.close()
+                live.remove((label, w))
+                continue
             c["seconds"].append(c["seconds"][-1] + float(np.sum(out[CLOCK[clock]])))
             c["wall"].append(c["wall"][-1] + float(np.sum(out["times"])))
             c["steps"].append(c["steps"][-1] + chunk)
