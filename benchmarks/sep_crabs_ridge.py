@@ -79,7 +79,7 @@ def _prior_fits(runs: dict, Z, Xtr, ytr, Xte, yte, split: int, prior_scale: floa
         fitted[name] = m
         o = m.history_.objective
         rec[f"{name}_prior"] = dict(
-            nll=sr._nll_err(m, Xte, yte)[0],
+            nll=sr.nll_err(m, Xte, yte)[0],
             seconds=secs,
             steps=m.history_.steps,
             objective=float(o[-1]),
@@ -89,7 +89,7 @@ def _prior_fits(runs: dict, Z, Xtr, ytr, Xte, yte, split: int, prior_scale: floa
     g = copy.deepcopy(fitted["GFITC"])
     g.load_state_dict(fitted["SEP"].state_dict())
     rec["GFITC_prior_at_SEP"] = dict(
-        objective=g.converge(Xtr, ytr) + float(g.log_prior()), nll=sr._nll_err(g, Xte, yte)[0]
+        objective=g.converge(Xtr, ytr) + float(g.log_prior()), nll=sr.nll_err(g, Xte, yte)[0]
     )
     return rec
 
@@ -102,7 +102,7 @@ def equal_footing(
     third of the cost.  The no-prior comparison at these splits is Table 1's own records
     (the same data, inducing inputs and seeds).  ``fixed_z``: both methods keep Table 1's
     inducing inputs (``learn_inducing=False``; records in ``equal_fixed_z``)."""
-    res = sr._load(PART) or {"runs": []}
+    res = sr.load_part(PART) or {"runs": []}
     key = "equal_fixed_z" if fixed_z else "equal"
     done = {(r["frac"], r["split"]) for r in res.get(key, [])}
     if not fixed_z:
@@ -126,11 +126,11 @@ def equal_footing(
             rec["Z"], rec["load1"] = "table1", os.getloadavg()[0]
             print(json.dumps(rec), flush=True)
             res.setdefault(key, []).append(rec)
-            sr._save(PART, stamp(res))
+            sr.save_part(PART, stamp(res))
 
 
 def run(splits: int, first_split: int, fracs, prior_scale: float, quick: bool) -> None:
-    res = sr._load(PART) or {"runs": []}
+    res = sr.load_part(PART) or {"runs": []}
     done = set() if quick else {(r["frac"], r["split"]) for r in res["runs"]}
     steps = 20 if quick else 250
     for split in range(first_split, splits):
@@ -151,7 +151,7 @@ def run(splits: int, first_split: int, fracs, prior_scale: float, quick: bool) -
                     m.Z_init_ = torch.as_tensor(Z)
                     fitted[name] = m
                     rec[name] = dict(
-                        nll=sr._nll_err(m, Xte, yte)[0],
+                        nll=sr.nll_err(m, Xte, yte)[0],
                         seconds=secs,
                         steps=m.history_.steps,
                         log_evidence=float(m.history_.objective[-1]),
@@ -161,13 +161,13 @@ def run(splits: int, first_split: int, fracs, prior_scale: float, quick: bool) -
                 g = copy.deepcopy(fitted["GFITC"])
                 g.load_state_dict(fitted["SEP"].state_dict())
                 rec["GFITC_at_SEP"] = dict(
-                    log_evidence=g.converge(Xtr, ytr), nll=sr._nll_err(g, Xte, yte)[0]
+                    log_evidence=g.converge(Xtr, ytr), nll=sr.nll_err(g, Xte, yte)[0]
                 )
                 for stop in (60, 100):  # GFITC stopped earlier on its own path
                     kw = {"max_steps": min(stop, steps), "tol": 1e-7}
                     m, _ = _fit(lambda Z=Z: lg.GFITC(Z=Z), kw, Xtr, ytr, split)
                     rec[f"GFITC_{stop}"] = dict(
-                        nll=sr._nll_err(m, Xte, yte)[0],
+                        nll=sr.nll_err(m, Xte, yte)[0],
                         log_evidence=float(m.history_.objective[-1]),
                     )
                 rec.update(_prior_fits(runs, Z, Xtr, ytr, Xte, yte, split, prior_scale))
@@ -176,13 +176,13 @@ def run(splits: int, first_split: int, fracs, prior_scale: float, quick: bool) -
             print(json.dumps(rec), flush=True)
             if not quick:  # a smoke run keeps no records
                 res["runs"].append(rec)
-                sr._save(PART, stamp(res))
+                sr.save_part(PART, stamp(res))
 
 
 def long_run(split: int, frac: float, prior_scale: float, steps: int) -> None:
     """Both methods with the priors run long (SEP ``steps`` sweeps; GFITC to tol 1e-9 or
     ``steps`` iterations), and GFITC's EP at SEP's final parameters: do they then agree?"""
-    res = sr._load(PART) or {"runs": []}
+    res = sr.load_part(PART) or {"runs": []}
     Xtr, ytr, Xte, yte, Z = sr.split_data("crabs", split, frac)
     rec = {"frac": frac, "split": split, "M": len(Z), "prior_scale": prior_scale}
     kws = {"SEP": {"max_steps": steps}, "GFITC": {"max_steps": steps, "tol": 1e-9}}
@@ -194,7 +194,7 @@ def long_run(split: int, frac: float, prior_scale: float, steps: int) -> None:
             fitted[name] = m
             o = m.history_.objective
             rec[name] = dict(
-                nll=sr._nll_err(m, Xte, yte)[0],
+                nll=sr.nll_err(m, Xte, yte)[0],
                 objective=float(o[-1]),
                 objective_250=float(o[min(249, len(o) - 1)]),
                 steps=m.history_.steps,
@@ -203,11 +203,11 @@ def long_run(split: int, frac: float, prior_scale: float, steps: int) -> None:
         g = copy.deepcopy(fitted["GFITC"])
         g.load_state_dict(fitted["SEP"].state_dict())
         rec["GFITC_at_SEP"] = dict(
-            objective=g.converge(Xtr, ytr) + float(g.log_prior()), nll=sr._nll_err(g, Xte, yte)[0]
+            objective=g.converge(Xtr, ytr) + float(g.log_prior()), nll=sr.nll_err(g, Xte, yte)[0]
         )
     print(json.dumps(rec), flush=True)
     res.setdefault("long", []).append(rec)
-    sr._save(PART, stamp(res))
+    sr.save_part(PART, stamp(res))
 
 
 def _log_hyper(model) -> torch.Tensor:
@@ -252,7 +252,7 @@ def diagnose(split: int, frac: float, prior_scale: float, steps: int, quick: boo
     the two methods' variance and lengthscales.  A method whose gradient is already flat
     after 250 iterations (below ``GRAD_FLAT``) is not run long: its long entry is that fit
     (``reused``).  ``quick``: 20 and 40 iterations, nothing kept (a smoke run)."""
-    res = sr._load(PART) or {"runs": []}
+    res = sr.load_part(PART) or {"runs": []}
     Xtr, ytr, Xte, yte, Z = sr.split_data("crabs", split, frac)
     rec = {"frac": frac, "split": split, "M": len(Z), "prior_scale": prior_scale}
     budgets = {
@@ -278,7 +278,7 @@ def diagnose(split: int, frac: float, prior_scale: float, steps: int, quick: boo
                 fitted[name] = m
                 o = m.history_.objective
                 out[name] = dict(
-                    nll=sr._nll_err(m, Xte, yte)[0],
+                    nll=sr.nll_err(m, Xte, yte)[0],
                     objective=float(o[-1]),
                     rise_50=float(o[-1] - o[max(0, len(o) - 51)]),
                     steps=m.history_.steps,
@@ -288,7 +288,7 @@ def diagnose(split: int, frac: float, prior_scale: float, steps: int, quick: boo
             g.load_state_dict(fitted["SEP"].state_dict())
             out["GFITC_at_SEP"] = dict(
                 objective=g.converge(Xtr, ytr) + float(g.log_prior()),
-                nll=sr._nll_err(g, Xte, yte)[0],
+                nll=sr.nll_err(g, Xte, yte)[0],
             )
             for name in ("SEP", "GFITC"):
                 if "gradient" not in out[name]:
@@ -304,7 +304,7 @@ def diagnose(split: int, frac: float, prior_scale: float, steps: int, quick: boo
     if quick:
         return
     res.setdefault("diagnose", []).append(rec)
-    sr._save(PART, stamp(res))
+    sr.save_part(PART, stamp(res))
 
 
 COMMANDS = (
@@ -353,7 +353,7 @@ def _summary(rs: list) -> dict:
 def section_lines() -> list[str]:
     """The markdown of docs/results/sep.md's issue-23 diagnosis (empty without records);
     ``sep_reproduction.py --report`` includes it."""
-    res = sr._load(PART)
+    res = sr.load_part(PART)
     if not res or not res["runs"]:
         return []
     runs = sorted(res["runs"], key=lambda r: (r["frac"], r["split"]))
@@ -511,11 +511,11 @@ def equal_counts(res: dict | None = None, t1: dict | None = None) -> list[dict]:
     """Per M, over the splits with same-prior fits (full and ``--equal`` records): how many
     are within 0.01 without priors (Table 1's records of those splits) and with the same
     priors after 250 iterations, the largest difference with priors, and the mean NLLs."""
-    res = res if res is not None else (sr._load(PART) or {"runs": []})
+    res = res if res is not None else (sr.load_part(PART) or {"runs": []})
     if t1 is None:
         t1 = {
             (r["frac"], r["split"], r["method"]): r
-            for r in sr._table1_runs()
+            for r in sr.table1_runs()
             if r["data"] == "crabs"
         }
     equal = res["runs"] + res.get("equal", [])
@@ -548,7 +548,7 @@ def third_pass_lines(res: dict, runs: list) -> list[str]:
     """Issue 23's third pass: Table 1's inducing inputs at every M, the equal-footing
     counts, and the per-split diagnosis of what remains (``--diagnose``)."""
     t1 = {
-        (r["frac"], r["split"], r["method"]): r for r in sr._table1_runs() if r["data"] == "crabs"
+        (r["frac"], r["split"], r["method"]): r for r in sr.table1_runs() if r["data"] == "crabs"
     }
     same = [
         abs(r[m]["nll"] - t1[(r["frac"], r["split"], m)]["nll"])

@@ -126,7 +126,7 @@ IMPLEMENTATION_NOTES = [
 ]
 
 
-def _save(part: str, obj) -> None:
+def save_part(part: str, obj) -> None:
     os.makedirs(RAW, exist_ok=True)
     tmp = os.path.join(RAW, f".{part}.json.tmp")
     with open(tmp, "w") as fh:
@@ -134,7 +134,7 @@ def _save(part: str, obj) -> None:
     os.replace(tmp, os.path.join(RAW, f"{part}.json"))
 
 
-def _load(part: str):
+def load_part(part: str):
     path = os.path.join(RAW, f"{part}.json")
     if not os.path.exists(path):
         return None
@@ -142,7 +142,7 @@ def _load(part: str):
         return json.load(fh)
 
 
-def _table1_runs() -> list:
+def table1_runs() -> list:
     """Table 1 records of every shard: table1.json and any table1-<shard>.json."""
     runs = []
     for fname in sorted(os.listdir(RAW)) if os.path.isdir(RAW) else []:
@@ -162,7 +162,7 @@ def _all_data(name, **kw):
     return np.vstack([d.X_train, d.X_test]), np.concatenate([d.y_train, d.y_test]).astype(float)
 
 
-def _nll_err(model, X, y):
+def nll_err(model, X, y):
     p, _ = model.predict_y(X)
     return float(-np.mean(model.log_predictive_density(X, y))), float(np.mean((p > 0.5) != y))
 
@@ -231,9 +231,9 @@ def table1(
         drop = {(n, f, k, m) for n in sets for f in FRACTIONS
                 for k in range(first_split, splits) for m in methods}
         print(f"dropped {_drop_table1_records(drop)} earlier records", flush=True)
-    res = _load(part) or {"runs": []}
+    res = load_part(part) or {"runs": []}
     _warm_up()
-    done = {(r["data"], r["frac"], r["split"], r["method"]) for r in _table1_runs()}
+    done = {(r["data"], r["frac"], r["split"], r["method"]) for r in table1_runs()}
     sets = sets[:2] if quick else sets
     for split in range(first_split, splits):
         for name in sets:
@@ -255,7 +255,7 @@ def table1(
                         t0 = time.perf_counter()
                         model.fit(Xtr, ytr, seed=split, **kw)
                         secs = time.perf_counter() - t0
-                    nll, err = _nll_err(model, Xte, yte)
+                    nll, err = nll_err(model, Xte, yte)
                     run = dict(
                         data=name,
                         frac=frac,
@@ -275,7 +275,7 @@ def table1(
                         run["log_evidence"] = float(model.history_.objective[-1])
                     print(json.dumps(run), flush=True)
                     res["runs"].append(run)
-                    _save(part, res)
+                    save_part(part, res)
 
 
 # ====================================================================== banana --
@@ -300,7 +300,7 @@ def banana(quick: bool) -> None:
                 warnings.simplefilter("ignore")
                 model.fit(Xtr, d.y_train, seed=0, **({"max_steps": 20} if quick else kw))
             p, _ = model.predict_y(flat)
-            nll, err = _nll_err(model, Xte, d.y_test)
+            nll, err = nll_err(model, Xte, d.y_test)
             out["runs"].append(
                 dict(
                     M=M,
@@ -316,7 +316,7 @@ def banana(quick: bool) -> None:
     out["grid"] = [float(grid[0, 0, 0]), float(grid[0, -1, 0]), grid.shape[0]]
     os.makedirs(RAW, exist_ok=True)
     np.savez_compressed(os.path.join(RAW, BANANA_GRIDS), **grids)
-    _save("banana", out)
+    save_part("banana", out)
 
 
 # ============================================================= curves vs time --
@@ -335,7 +335,7 @@ class Recorder:
         model = info["model"]
         was = model.training
         model.eval()
-        nll, err = _nll_err(model, self.Xte, self.yte)
+        nll, err = nll_err(model, self.Xte, self.yte)
         model.train(was)
         self.rows.append(
             dict(step=info["step"], seconds=info["seconds"] - self.eval_time, nll=nll, err=err)
@@ -350,7 +350,7 @@ def _curve(make, fit_kw, Xtr, ytr, Xte, yte, every):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(Xtr, ytr, callbacks=[rec], seed=0, **fit_kw)
-    nll, err = _nll_err(model, Xte, yte)
+    nll, err = nll_err(model, Xte, yte)
     total = model.history_.seconds - rec.eval_time
     rec.rows.append(dict(step=model.history_.steps, seconds=total, nll=nll, err=err))
     return rec.rows
@@ -426,14 +426,14 @@ def digits(quick: bool, epochs: int, sweeps: int) -> None:
     for name, (make, kw, every) in runs.items():
         res["curves"][name] = _curve(make, kw, Xtr, ytr, Xte, yte, every)
         print(name, res["curves"][name][-1], flush=True)
-        _save("digits", res)
+        save_part("digits", res)
     steps = 5 if quick else 10
     res["distributed"] = {"steps": steps}
     for world in (1, 2):
         secs, obj = _distributed_time(Xtr, ytr, Z, steps, world)
         res["distributed"][str(world)] = {"seconds": secs, "log_Z": obj}
         print("processes", world, secs, obj, flush=True)
-        _save("digits", res)
+        save_part("digits", res)
 
 
 def distributed(quick: bool, sizes: list[int], steps: int) -> None:
@@ -459,7 +459,7 @@ def distributed(quick: bool, sizes: list[int], steps: int) -> None:
         row["load1"] = os.getloadavg()[0]
         res["runs"].append(row)
         print(json.dumps(row), flush=True)
-        _save("distributed", res)
+        save_part("distributed", res)
 
 
 def flights(quick: bool, n_train: int, epochs: int) -> None:
@@ -518,7 +518,7 @@ def flights(quick: bool, n_train: int, epochs: int) -> None:
         # the process's high-water mark so far (ru_maxrss is in KiB on Linux)
         res["peak_rss_mib"][name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(name, res["curves"][name][-1], flush=True)
-        _save("flights", res)
+        save_part("flights", res)
 
 
 def diagnostic() -> None:
@@ -531,19 +531,19 @@ def diagnostic() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         g = lg.GFITC(Z=Z).fit(Xtr, ytr, max_steps=250, tol=1e-7)
-        out["GFITC"] = dict(nll=_nll_err(g, Xte, yte)[0], log_Z=g.converge(Xtr, ytr))
+        out["GFITC"] = dict(nll=nll_err(g, Xte, yte)[0], log_Z=g.converge(Xtr, ytr))
         for steps in (250, 1000):
             s = lg.SEP(Z=Z).fit(Xtr, ytr, max_steps=steps)
-            out[f"SEP {steps}"] = dict(nll=_nll_err(s, Xte, yte)[0], log_Z=s.log_evidence(Xtr, ytr))
+            out[f"SEP {steps}"] = dict(nll=nll_err(s, Xte, yte)[0], log_Z=s.log_evidence(Xtr, ytr))
         s2 = lg.SEP(Z=g.Z.detach().numpy(), learn_inducing=False)
         s2.initialize(Xtr, ytr)
         s2.kernel.load_state_dict(g.kernel.state_dict())
         s2.converge_sites(Xtr, ytr, max_sweeps=500, tol=1e-9)
         out["SEP at GFITC's hyperparameters"] = dict(
-            nll=_nll_err(s2, Xte, yte)[0], log_Z=s2.log_evidence(Xtr, ytr)
+            nll=nll_err(s2, Xte, yte)[0], log_Z=s2.log_evidence(Xtr, ytr)
         )
     print(out, flush=True)
-    _save("diagnostic", out)
+    save_part("diagnostic", out)
 
 
 # ================================================================== step rule --
@@ -576,7 +576,7 @@ def split_data(name: str, split: int, frac: float):
 def steprule(sets, first_split: int, splits: int, frac: float = 0.15) -> None:
     """SEP with the old and the new hyperparameter step on Table 1's splits (250 sweeps,
     same data, inducing inputs and seed; GFITC's numbers come from the Table 1 records)."""
-    res = _load("steprule") or {"runs": []}
+    res = load_part("steprule") or {"runs": []}
     done = {(r["data"], r["frac"], r["split"], r["rule"]) for r in res["runs"]}
     _warm_up()
     for split in range(first_split, splits):
@@ -590,17 +590,17 @@ def steprule(sets, first_split: int, splits: int, frac: float = 0.15) -> None:
                     t0 = time.perf_counter()
                     m = lg.SEP(Z=Z).fit(Xtr, ytr, seed=split, max_steps=250, optimizer_kwargs=kw)
                     secs = time.perf_counter() - t0
-                nll, err = _nll_err(m, Xte, yte)
+                nll, err = nll_err(m, Xte, yte)
                 run = dict(data=name, frac=frac, split=split, rule=rule, M=len(Z), nll=nll,
                            err=err, seconds=secs, log_evidence=float(m.history_.objective[-1]),
                            load1=os.getloadavg()[0])
                 print(json.dumps(run), flush=True)
                 res["runs"].append(run)
-                _save("steprule", res)
+                save_part("steprule", res)
 
 
 def _steprule_rows(runs: list) -> list[str]:
-    res = _load("steprule")
+    res = load_part("steprule")
     if not res:
         return []
     gf = {(r["data"], r["frac"], r["split"]): r for r in runs if r["method"] == "GFITC"}
@@ -710,7 +710,7 @@ def _split_rows(runs: list, name: str) -> list[str]:
 
 def _superseded_rows() -> list[str]:
     """Per-split crabs NLL of the records that issue 23 replaced (old rule, old GFITC)."""
-    old = _load("superseded_crabs")
+    old = load_part("superseded_crabs")
     if not old:
         return []
     by = {(r["frac"], r["split"], r["method"]): r["nll"] for r in old["runs"]}
@@ -791,7 +791,7 @@ def report() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    meta = _load("meta") or {}
+    meta = load_part("meta") or {}
     lines = ["# Seed 002 — scalable EP for GP classification (SEP): reproduction", ""]
     lines += [
         "Commands (each part writes docs/results/sep_raw/<part>.json; table1 runs add "
@@ -818,7 +818,7 @@ def report() -> None:
         "its report code, and docstrings).",
         "",
     ]
-    runs = _table1_runs()
+    runs = table1_runs()
     if runs:
         splits = sorted({r["split"] for r in runs})
         lines += [
@@ -962,7 +962,7 @@ def report() -> None:
             lines.append(f"| {k} | " + " | ".join(v) + " |")
         lines.append("")
         lines += _issue23_section(runs)
-    b = _load("banana")
+    b = load_part("banana")
     grids_path = os.path.join(RAW, BANANA_GRIDS)
     Ms = sorted({r["M"] for r in b["runs"]}) if b else []
     methods = ["SEP", "GFITC", "SVGP"]
@@ -1017,7 +1017,7 @@ def report() -> None:
         ("digits", "Digits odd vs even (MNIST stand-in; seed Fig. 4 top)"),
         ("flights", "Airline delays stand-in (flights, delayed = arr_delay > 0)"),
     ):
-        r = _load(part)
+        r = load_part(part)
         if not r:
             continue
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -1122,7 +1122,7 @@ def report() -> None:
                 "12-CPU machine.",
             ]
         lines.append("")
-    dist_res = _load("distributed")
+    dist_res = load_part("distributed")
     if dist_res:
         lines += [
             "## Distributed batch SEP: 1 against 2 processes (seed Fig. 3 right)",
@@ -1147,7 +1147,7 @@ def report() -> None:
                 f"{two['log_Z']:.6f} |"
             )
         lines.append("")
-    dg = _load("diagnostic")
+    dg = load_part("diagnostic")
     if dg:
         lines += [
             "## Diagnostic: approximation or optimisation?",
@@ -1203,13 +1203,13 @@ def main(argv=None) -> None:
         report()
         return
     torch.set_num_threads(1)
-    meta = _load("meta") or {}
+    meta = load_part("meta") or {}
     cmd = "nice -n 10 .venv/bin/python benchmarks/sep_reproduction.py " + " ".join(sys.argv[1:])
     meta["machine"] = _machine()
     meta.setdefault("commands", [])
     if cmd not in meta["commands"]:
         meta["commands"].append(cmd)
-    _save("meta", meta)
+    save_part("meta", meta)
     for part in args.parts.split(","):
         if part == "table1":
             table1(
