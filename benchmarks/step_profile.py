@@ -42,7 +42,7 @@ import time
 
 import torch
 from machine import stamp
-from svgp_performance import load_data, make_workers, peer_versions, prepare
+from svgp_performance import gemm_gflops, load_data, make_workers, peer_versions, prepare
 
 from latentgp.variational.fastpaths import WhitenedQuadFactors
 
@@ -109,14 +109,7 @@ def fused_objective(model, X: torch.Tensor, y: torch.Tensor, num_data: int) -> t
 # ------------------------------------------------------------------ helpers --
 def gemm_rate(dtype: torch.dtype, n: int = 1024, reps: int = 7) -> float:
     """Dense GEMM GFLOP/s in CPU seconds (one thread), median of ``reps``."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    a @ b
-    t = []
-    for _ in range(reps):
-        c = time.process_time()
-        a @ b
-        t.append(time.process_time() - c)
-    return 2 * n**3 / statistics.median(t) / 1e9
+    return gemm_gflops(dtype, n, reps, clock=time.process_time)
 
 
 def load_avg() -> float:

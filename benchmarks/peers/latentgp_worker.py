@@ -88,18 +88,21 @@ def train(cmd):
         xb, yb = state["X"][idx], state["y"][idx]
         t0, c0 = time.perf_counter(), time.process_time()
 
-        def closure(xb=xb, yb=yb):
+        first: list[torch.Tensor] = []  # the loss at the step's start
+
+        def closure(xb=xb, yb=yb, first=first):
             opt.zero_grad(set_to_none=True)
             loss = -m.objective(xb, yb, N) / N
             loss.backward()
+            first.append(loss.detach())
             return loss
 
         if state["alternate"]:  # the step evaluates q's gradients, then the others' at new q
             opt.step(closure)
-            loss = torch.zeros(())
         else:
-            loss = closure()
+            closure()
             opt.step()
+        loss = first[0]
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     return {"times": times, "cpu_times": cpu, "loss": float(loss)}
