@@ -67,6 +67,7 @@ def evaluation_cost(X: torch.Tensor, y: torch.Tensor, members: int = 210,
     from latentgp.training import BatchedLBFGSTask
     from latentgp.training.tasks import FitOptions
 
+    members = min(members, X.shape[0])
     X, y = X[:members], y[:members]
     model = lg.BatchedExactGP().initialize(X, y)
     opts = FitOptions(batch_size=X.shape[1], batch_size_given=False, epochs=None,
@@ -78,9 +79,11 @@ def evaluation_cost(X: torch.Tensor, y: torch.Tensor, members: int = 210,
 
     def per_member(fn) -> float:
         fn()
+        _sync(X.device.type)
         t0 = time.perf_counter()
         for _ in range(repeats):
             fn()
+        _sync(X.device.type)
         return 1e3 * (time.perf_counter() - t0) / repeats / members
 
     out = {}
@@ -108,16 +111,25 @@ def hyper(m, b=None):
     ])
 
 
-def run(B: int, N: int, D: int, loop: int, device: str) -> dict:
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def run(B: int, N: int, D: int, loop: int, device: str, loop_device: str) -> dict:
     X, y = make_data(B, N, D)
     X, y = X.to(device), y.to(device)
-    lg.ExactGP(device=device).fit(X[0], y[0])  # warm-up (imports, first-call allocations)
+    Xl, yl = X.to(loop_device), y.to(loop_device)
+    lg.ExactGP(device=loop_device).fit(Xl[0], yl[0])  # warm-up (first-call allocations)
+    lg.BatchedExactGP(device=device).fit(X[:2], y[:2])
     singles, times = [], []
 
     def single_fits(members: range) -> None:
         for b in members:
+            _sync(loop_device)
             t0 = time.perf_counter()
-            s = lg.ExactGP(device=device).fit(X[b], y[b])
+            s = lg.ExactGP(device=loop_device).fit(Xl[b], yl[b])
+            _sync(loop_device)
             times.append(time.perf_counter() - t0)
             singles.append(s)
 
@@ -125,8 +137,10 @@ def run(B: int, N: int, D: int, loop: int, device: str) -> dict:
     # of the shared machine's load during the run weighs on both sides alike
     load_before = os.getloadavg()
     single_fits(range(loop // 2))
+    _sync(device)
     t0 = time.perf_counter()
     model = lg.BatchedExactGP(device=device).fit(X, y)
+    _sync(device)
     t_batched = time.perf_counter() - t0
     single_fits(range(loop // 2, loop))
     load_after = os.getloadavg()
@@ -159,6 +173,8 @@ def run(B: int, N: int, D: int, loop: int, device: str) -> dict:
         "evaluation_ms_per_member": cost,
         "torch_threads": torch.get_num_threads(),
         "device": device,
+        "loop_device": loop_device,
+        "gpu": torch.cuda.get_device_name() if "cuda" in (device + loop_device) else None,
     }
 
 
@@ -166,19 +182,21 @@ def fmt_load(avg: list) -> str:
     return " / ".join(f"{a:.2f}" for a in avg)
 
 
-def write(res: dict) -> None:
+def write(res: dict, stem: str) -> None:
     obj = stamp({"results": res})
-    with open(os.path.join(RESULTS, "batched_gps.json"), "w") as fh:
+    with open(os.path.join(RESULTS, f"{stem}.json"), "w") as fh:
         json.dump(obj, fh, indent=1)
     p = obj["provenance"]
     r = res
     lines = [
         "# Batched independent GPs: one call against a loop of single fits",
         "",
-        "Command: `python benchmarks/batched_gps.py` (from the repository root, "
-        "`.venv/bin/python`); raw numbers and provenance in `batched_gps.json`.",
+        f"Command: `{p['command']}` (from the "
+        f"repository root); raw numbers and provenance in `{stem}.json`.",
         "",
-        f"Machine: {describe_machine()}, device {r['device']}, torch "
+        f"Machine: {describe_machine()}"
+        + (f", GPU {r['gpu']}" if r.get("gpu") else "")
+        + f"; batched fit on {r['device']}, single fits on {r['loop_device']}; torch "
         f"{p['versions'].get('torch')}, float64, {r['torch_threads']} thread(s); commit "
         f"{p['commit']}, {p['date']}.",
         "",
@@ -222,7 +240,7 @@ def write(res: dict) -> None:
         f"{r['hyper_rel_diff_median']:.1e}, at most {r['hyper_rel_diff_max']:.1e}.",
         "",
     ]
-    with open(os.path.join(RESULTS, "batched_gps.md"), "w") as fh:
+    with open(os.path.join(RESULTS, f"{stem}.md"), "w") as fh:
         fh.write("\n".join(lines))
 
 
@@ -232,15 +250,22 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=100)
     ap.add_argument("--dim", type=int, default=2)
     ap.add_argument("--loop", type=int, default=50)
-    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--device", default="cpu", help="the batched fit's device: cpu or cuda")
+    ap.add_argument("--loop-device", default=None,
+                    help="the single fits' device (default: --device)")
+    ap.add_argument("--out", default=None, help="file stem under docs/results "
+                    "(default: batched_gps, or batched_gps_<device>_loop_<loop device>)")
     ap.add_argument("--quick", action="store_true", help="40 members, 10 looped; no files")
     a = ap.parse_args()
     if a.quick:
         a.members, a.loop = 40, 10
-    res = run(a.members, a.points, a.dim, a.loop, a.device)
+    loop_device = a.loop_device or a.device
+    res = run(a.members, a.points, a.dim, a.loop, a.device, loop_device)
     print(json.dumps(res, indent=1))
+    stem = a.out or ("batched_gps" if a.device == loop_device == "cpu"
+                     else f"batched_gps_{a.device}_loop_{loop_device}")
     if not a.quick:
-        write(res)
+        write(res, stem)
 
 
 if __name__ == "__main__":

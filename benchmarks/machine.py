@@ -37,7 +37,8 @@ PROVENANCE_KEYS = ("commit", "date", "command", "versions", "cpu", "cpu_count", 
 
 
 def _git_commit() -> str | None:
-    """The commit of the working tree, with ``+dirty`` when tracked files differ from it."""
+    """The commit of the working tree, with ``+dirty`` when tracked files differ from it
+    (``LATENTGP_COMMIT`` where the tree is a copy without git)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         head = subprocess.run(
@@ -51,7 +52,8 @@ def _git_commit() -> str | None:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return None
+        # a copy of the tree without git (the GPU machine): the commit it was copied at
+        return os.environ.get("LATENTGP_COMMIT")
     return head + ("+dirty" if dirty else "")
 
 

@@ -19,22 +19,23 @@ import latentgp as lg
 
 @dataclass(frozen=True)
 class Family:
-    """``make()`` builds the model; ``make_z(Z)`` (inducing-point families) builds it with
-    given initial inducing inputs ``Z``; ``order``: why the fit depends on the order of
+    """``make(**kw)`` builds the model (``kw``: constructor options such as ``device``);
+    ``make_z(Z, **kw)`` (inducing-point families) builds it with given initial inducing
+    inputs ``Z``; ``order``: why the fit depends on the order of
     the training rows (empty: it does not, given ``Z`` where ``make_z`` exists)."""
 
     name: str
-    make: Callable[[], Any]
+    make: Callable[..., Any]
     task: str = "regression"
     fit: dict[str, Any] = field(default_factory=dict)
     sklearn: bool = False
-    make_z: Callable[[Any], Any] | None = None
+    make_z: Callable[..., Any] | None = None
     order: str = ""
 
-    def fitted(self, X: Any, y: Any, Z: Any = None) -> Any:
-        """A fresh model (with inducing inputs ``Z`` when given) fitted to ``(X, y)`` with
-        the family's seeded settings."""
-        model = self.make() if Z is None else self.make_z(Z)
+    def fitted(self, X: Any, y: Any, Z: Any = None, **kw: Any) -> Any:
+        """A fresh model (with inducing inputs ``Z`` when given; ``kw``, e.g. ``device``,
+        to its constructor) fitted to ``(X, y)`` with the family's seeded settings."""
+        model = self.make(**kw) if Z is None else self.make_z(Z, **kw)
         if self.sklearn:
             return model.fit(X, y)
         return model.fit(X, y, seed=0, progress=False, **self.fit)
@@ -65,38 +66,100 @@ KMEANS = (
 )
 
 FAMILIES = [
-    Family("ExactGP", lambda: lg.ExactGP(), fit={"max_steps": 30}),
-    Family("VFE", lambda: lg.SparseGP(method="vfe", num_inducing=8), fit={"max_steps": 30},
-           make_z=lambda Z: lg.SparseGP(method="vfe", Z=Z)),
-    Family("FITC", lambda: lg.SparseGP(method="fitc", num_inducing=8), fit={"max_steps": 30},
-           make_z=lambda Z: lg.SparseGP(method="fitc", Z=Z)),
-    Family("SoR", lambda: lg.SparseGP(method="sor", num_inducing=8), fit={"max_steps": 30},
-           make_z=lambda Z: lg.SparseGP(method="sor", Z=Z)),
-    Family("SVGP", lambda: lg.SVGP(num_inducing=8), fit={"max_steps": 60, "lr": 0.05},
-           make_z=lambda Z: lg.SVGP(Z=Z)),
-    Family("SAVIGP", lambda: lg.SAVIGP(num_inducing=8), fit={"max_steps": 40, "lr": 0.05},
-           make_z=lambda Z: lg.SAVIGP(Z=Z), order=MC),
-    Family("SEP", lambda: lg.SEP(num_inducing=8), task="binary", fit={"max_steps": 20},
-           make_z=lambda Z: lg.SEP(Z=Z)),
-    Family("GFITC", lambda: lg.GFITC(num_inducing=8), task="binary", fit={"max_steps": 15},
-           make_z=lambda Z: lg.GFITC(Z=Z)),
-    Family("QSGP", lambda: lg.QSGP(num_basis=40), fit={"max_steps": 60}),
-    Family("SHGP", lambda: lg.SHGP(num_inducing=8), fit={"max_steps": 40, "lr": 0.05},
-           make_z=lambda Z: lg.SHGP(Z=Z)),
-    Family("SMGP", lambda: lg.SMGP(2, num_inducing=8), fit={"max_steps": 40, "lr": 0.05},
-           make_z=lambda Z: lg.SMGP(2, Z=Z), order=MC),
-    Family("SVHGP", lambda: lg.SVHGP(num_inducing=8), fit={"max_steps": 40, "lr": 0.05},
-           make_z=lambda Z: lg.SVHGP(Z=Z)),
-    Family("SLGP", lambda: lg.SLGP(num_inducing=8, hidden=(8,)),
-           fit={"max_steps": 40, "lr": 0.05}, order=MC + "; its inducing inputs live in the "
-           "encoding space and are initialised by k-means++ there"),
-    Family("DeepGP", lambda: lg.DeepGP(2, num_inducing=8),
-           fit={"max_steps": 40, "lr": 0.05}, order=MC + " (the samples through the layers)"),
-    Family("GPRegressor", lambda: _sk().GPRegressor(max_steps=30), sklearn=True),
-    Family("GPClassifier", lambda: _sk().GPClassifier(max_steps=30), task="binary",
-           sklearn=True, order=KMEANS),
-    Family("GPCountRegressor", lambda: _sk().GPCountRegressor(max_steps=30), task="count",
-           sklearn=True, order=KMEANS),
+    Family("ExactGP", lambda **kw: lg.ExactGP(**kw), fit={"max_steps": 30}),
+    Family(
+        "VFE",
+        lambda **kw: lg.SparseGP(method="vfe", num_inducing=8, **kw),
+        fit={"max_steps": 30},
+        make_z=lambda Z, **kw: lg.SparseGP(method="vfe", Z=Z, **kw),
+    ),
+    Family(
+        "FITC",
+        lambda **kw: lg.SparseGP(method="fitc", num_inducing=8, **kw),
+        fit={"max_steps": 30},
+        make_z=lambda Z, **kw: lg.SparseGP(method="fitc", Z=Z, **kw),
+    ),
+    Family(
+        "SoR",
+        lambda **kw: lg.SparseGP(method="sor", num_inducing=8, **kw),
+        fit={"max_steps": 30},
+        make_z=lambda Z, **kw: lg.SparseGP(method="sor", Z=Z, **kw),
+    ),
+    Family(
+        "SVGP",
+        lambda **kw: lg.SVGP(num_inducing=8, **kw),
+        fit={"max_steps": 60, "lr": 0.05},
+        make_z=lambda Z, **kw: lg.SVGP(Z=Z, **kw),
+    ),
+    Family(
+        "SAVIGP",
+        lambda **kw: lg.SAVIGP(num_inducing=8, **kw),
+        fit={"max_steps": 40, "lr": 0.05},
+        make_z=lambda Z, **kw: lg.SAVIGP(Z=Z, **kw),
+        order=MC,
+    ),
+    Family(
+        "SEP",
+        lambda **kw: lg.SEP(num_inducing=8, **kw),
+        task="binary",
+        fit={"max_steps": 20},
+        make_z=lambda Z, **kw: lg.SEP(Z=Z, **kw),
+    ),
+    Family(
+        "GFITC",
+        lambda **kw: lg.GFITC(num_inducing=8, **kw),
+        task="binary",
+        fit={"max_steps": 15},
+        make_z=lambda Z, **kw: lg.GFITC(Z=Z, **kw),
+    ),
+    Family("QSGP", lambda **kw: lg.QSGP(num_basis=40, **kw), fit={"max_steps": 60}),
+    Family(
+        "SHGP",
+        lambda **kw: lg.SHGP(num_inducing=8, **kw),
+        fit={"max_steps": 40, "lr": 0.05},
+        make_z=lambda Z, **kw: lg.SHGP(Z=Z, **kw),
+    ),
+    Family(
+        "SMGP",
+        lambda **kw: lg.SMGP(2, num_inducing=8, **kw),
+        fit={"max_steps": 40, "lr": 0.05},
+        make_z=lambda Z, **kw: lg.SMGP(2, Z=Z, **kw),
+        order=MC,
+    ),
+    Family(
+        "SVHGP",
+        lambda **kw: lg.SVHGP(num_inducing=8, **kw),
+        fit={"max_steps": 40, "lr": 0.05},
+        make_z=lambda Z, **kw: lg.SVHGP(Z=Z, **kw),
+    ),
+    Family(
+        "SLGP",
+        lambda **kw: lg.SLGP(num_inducing=8, hidden=(8,), **kw),
+        fit={"max_steps": 40, "lr": 0.05},
+        order=MC + "; its inducing inputs live in the "
+        "encoding space and are initialised by k-means++ there",
+    ),
+    Family(
+        "DeepGP",
+        lambda **kw: lg.DeepGP(2, num_inducing=8, **kw),
+        fit={"max_steps": 40, "lr": 0.05},
+        order=MC + " (the samples through the layers)",
+    ),
+    Family("GPRegressor", lambda **kw: _sk().GPRegressor(max_steps=30, **kw), sklearn=True),
+    Family(
+        "GPClassifier",
+        lambda **kw: _sk().GPClassifier(max_steps=30, **kw),
+        task="binary",
+        sklearn=True,
+        order=KMEANS,
+    ),
+    Family(
+        "GPCountRegressor",
+        lambda **kw: _sk().GPCountRegressor(max_steps=30, **kw),
+        task="count",
+        sklearn=True,
+        order=KMEANS,
+    ),
 ]
 BY_NAME = {f.name: f for f in FAMILIES}
 

@@ -224,6 +224,10 @@ class BatchedLBFGSTask(StepTask):
         self.closed_form = model.closed_form_gradient
         if self.closed_form:
             self.chunk = max(1, (1 << 18) // (self.N * self.N) + 1)
+        if X.device.type != "cpu":
+            # an accelerator wants every member in one launch (CPU caches do not apply):
+            # chunks of up to 2^25 matrix entries (256 MB per N x N stack in float64)
+            self.chunk = max(1, (1 << 25) // (self.N * self.N))
         kw = dict(opts.optimizer_kwargs or {})
         rule = opts.defaults.get("convergence") or {}
         if opts.tol is not None or "rtol" in rule:
