@@ -69,7 +69,7 @@ def evaluation_cost(X: torch.Tensor, y: torch.Tensor, members: int = 210,
 
     members = min(members, X.shape[0])
     X, y = X[:members], y[:members]
-    model = lg.BatchedExactGP().initialize(X, y)
+    model = lg.BatchedExactGP(device=X.device).initialize(X, y)
     opts = FitOptions(batch_size=X.shape[1], batch_size_given=False, epochs=None,
                       max_steps=None, lr=1.0, optimizer="lbfgs", optimizer_kwargs=None,
                       seed=None, tol=None, checkpoint=None, resume=False,

@@ -84,7 +84,8 @@ def gpytorch_stepper(X, y, Z, B, natural, dtype, device):
     yt = torch.as_tensor(y, dtype=dtype, device=device)
     model = _SVGP(torch.as_tensor(Z, dtype=dtype), X.shape[1], natural).to(device, dtype)
     lik = gpytorch.likelihoods.GaussianLikelihood().to(device, dtype)
-    model.covar_module.base_kernel.lengthscale = torch.ones(X.shape[1], dtype=dtype)
+    model.covar_module.base_kernel.lengthscale = torch.ones(X.shape[1], dtype=dtype,
+                                                            device=device)
     model.covar_module.outputscale = 1.0
     lik.noise = 0.1
     mll = gpytorch.mlls.VariationalELBO(lik, model, num_data=N)
