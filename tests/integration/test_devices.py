@@ -7,7 +7,7 @@ machine without a GPU (every comparison is then exact).
 
 What is compared with the CPU, same data, same seed, float64:
 
-- families whose fit makes no random draw on the device (``EXACT`` below): the fitted
+- families whose fit makes no random draw on the device (all but ``DRAWN``): the fitted
   predictions agree to 1e-6 relative (the two devices' kernels round differently, and a
   fit of tens of steps carries the rounding along);
 - families that draw Monte Carlo samples on the model's device (``DRAWN``): the device's
