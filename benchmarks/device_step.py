@@ -29,6 +29,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "peers"))
 
+from machine import package_version, stamp  # noqa: E402
+
 import latentgp as lg  # noqa: E402
 from latentgp.training.natural import make_natural_adam  # noqa: E402
 
@@ -150,19 +152,12 @@ def main() -> None:
                        "gpytorch_over_latentgp": med["gpytorch"] / med["latentgp"]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    prov = {"device": a.device, "torch": torch.__version__,
-            "gpu": torch.cuda.get_device_name() if a.device.startswith("cuda") else None,
-            "commit": os.environ.get("LATENTGP_COMMIT"),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "command": " ".join(sys.argv)}
-    try:
-        import gpytorch
-        prov["gpytorch"] = gpytorch.__version__
-    except ImportError:
-        pass
+    obj = stamp({"rows": rows}, peers={"gpytorch": package_version("gpytorch")})
+    obj["provenance"].update(device=a.device, gpu=torch.cuda.get_device_name()
+                             if a.device.startswith("cuda") else None)
     if a.out:
         with open(a.out, "w") as fh:
-            json.dump({"provenance": prov, "rows": rows}, fh, indent=1)
+            json.dump(obj, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,9 @@ PROVENANCE_KEYS = ("commit", "date", "command", "versions", "cpu", "cpu_count", 
 
 def _git_commit() -> str | None:
     """The commit of the working tree, with ``+dirty`` when tracked files differ from it
-    (``LATENTGP_COMMIT`` where the tree is a copy without git)."""
+    (``LATENTGP_COMMIT`` when set: the commit a copy of the tree was made at)."""
+    if os.environ.get("LATENTGP_COMMIT"):  # a copy of the tree (the GPU machine's git
+        return os.environ["LATENTGP_COMMIT"]  # metadata there is the session's start)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         head = subprocess.run(
@@ -52,8 +54,7 @@ def _git_commit() -> str | None:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        # a copy of the tree without git (the GPU machine): the commit it was copied at
-        return os.environ.get("LATENTGP_COMMIT")
+        return None
     return head + ("+dirty" if dirty else "")
 
 

@@ -365,8 +365,11 @@ def main() -> None:
         for k in ("chunk", "clock", "default_every", "default_cap"):
             if k in base:
                 setattr(args, k, base[k])
-        sources = [{"provenance": r.get("provenance", {}), "file": p}
-                   for r, p in zip(runs, args.merge, strict=True)]
+        sources = []  # a merged page's JSON names its own sources: they are kept
+        for r, p in zip(runs, args.merge, strict=True):
+            sources += ([{"provenance": s, "file": p} for s in r["sources"]]
+                        if r.get("sources") else
+                        [{"provenance": r.get("provenance", {}), "file": p}])
         if not args.render:
             with open(os.path.splitext(args.out)[0] + ".json", "w") as fh:
                 json.dump(stamp({"rows": rows, "args": vars(args),

@@ -135,6 +135,77 @@ def _feed_from(conv: Convergence, values, done_steps: int) -> list[int]:
     return out
 
 
+def test_a_probe_replaces_the_window_means_by_the_slope_of_its_values():
+    # the stochastic rule with a probe (StepTask.probe: the objective on fixed rows) probes
+    # probe_points times per window and tests the least-squares slope of those values:
+    # calm when |b| + probe_z se(b) < probe_rate * max(|mean|, 1).  Re-derived here with
+    # numpy for g(t) = -1 - 0.5 e^(-t/400) (per point; the probe returns it in internal
+    # units, x2, and scale 0.5 undoes that); the minibatch values' noise changes nothing
+    rule = StoppingRule(window=50, rtol=2e-4, z=1.0, patience=2, growth=0.2,
+                        probe_rate=2e-5, probe_z=2.0, probe_points=8)
+    g = lambda t: -1.0 - 0.5 * np.exp(-np.asarray(t, dtype=float) / 400.0)  # noqa: E731
+    expected, start, calm = None, 0, 0
+    while expected is None:
+        length = rule.length(start)
+        every = max(1, length // 8)
+        x = np.arange(start + every, start + length + 1, every)
+        x = x[x - start <= length]
+        b, a0 = np.polyfit(x, g(x), 1)
+        res = g(x) - (a0 + b * x)
+        se = math.sqrt((res ** 2).sum() / (len(x) - 2) / ((x - x.mean()) ** 2).sum())
+        calm = calm + 1 if abs(b) + 2.0 * se < 2e-5 * max(abs(g(x).mean()), 1.0) else 0
+        start += length
+        if calm >= 2:
+            expected = start
+    step = [0]
+    rng = np.random.default_rng(0)
+    conv = Convergence(rule, scale=0.5, probe=lambda: 2.0 * float(g(step[0])))
+    stopped = None
+    for k in range(1, 50001):
+        step[0] = k
+        conv.add(2.0 * float(g(k)) + 3.0 * rng.standard_normal())  # noise 30x the trend
+        if conv.end_of_step(k):
+            stopped = k
+            break
+    assert stopped == expected
+    assert conv.last["probes"] == 8.0 and conv.last["change"] < conv.last["bound"]
+    assert "fixed rows" in conv.describe()
+    # the same rule without a probe (or with probe_rate 0) compares the noisy window means
+    plain = Convergence(rule, scale=0.5)
+    off = Convergence(dataclasses.replace(rule, probe_rate=0.0), scale=0.5, probe=lambda: 0.0)
+    assert plain.probe is None and off.probe is None
+    rng = np.random.default_rng(0)
+    assert _feed(plain, [2.0 * float(g(k)) + 3.0 * rng.standard_normal()
+                         for k in range(1, 50001)])[0] < expected / 2
+
+
+def test_probed_state_resumes_exactly():
+    from latentgp.models.svgp import PROBED_RULE
+
+    assert default_rule(1, deterministic=False).probe_rate == 0.0  # no probe by default
+    rule = default_rule(1, deterministic=False, overrides=PROBED_RULE)
+    assert (rule.probe_rate, rule.probe_z) == (2e-5, 2.0)
+    g = lambda t: -1.0 + 1.0 / (1.0 + t / 50.0)  # noqa: E731
+    step = [0]
+
+    def run(conv, lo, hi):
+        out = []
+        for k in range(lo, hi):
+            step[0] = k
+            conv.add(g(k))
+            if conv.end_of_step(k):
+                out.append(k)
+        return out
+
+    whole = run(Convergence(rule, probe=lambda: g(step[0])), 1, 20001)
+    first = Convergence(rule, probe=lambda: g(step[0]))
+    cut = 700  # mid-window
+    assert run(first, 1, cut) == []
+    second = Convergence(rule, probe=lambda: g(step[0]))
+    second.load(json.loads(json.dumps(first.state())))
+    assert whole and run(second, cut, 20001)[:1] == whole[:1]
+
+
 def test_deterministic_rule_is_relative_change_per_step():
     rule = default_rule(7, deterministic=True)
     assert (rule.window, rule.kind, rule.z) == (1, "deterministic", 0.0)
@@ -342,3 +413,59 @@ def test_epochs_and_max_steps_together_stop_at_whichever_comes_first():
     y = np.sin(6 * X[:, 0])
     m = lg.SVGP(num_inducing=5).fit(X, y, epochs=4, max_steps=3, batch_size=10, progress=False)
     assert m.history_.steps == 3
+
+
+# ------------------------------------------------------------ the fixed-row probe --
+@pytest.mark.slow
+def test_minibatch_svgp_default_converges_on_its_probes():
+    """A minibatch SVGP fit without a budget (natural steps, B = 1,024 of 1,200 rows)
+    converges by the probed rule; the probes only read the model (a budgeted fit, which
+    has no rule and no probe, takes the same steps)."""
+    X, y = reg_data(n=1200, seed=3)
+    m = lg.SVGP(num_inducing=16).fit(X, y, seed=0, progress=False)  # natural, B = 1,024
+    h = m.history_
+    assert (h.optimizer, h.reason) == ("natural", "converged")
+    assert h.convergence["probes"] == 8.0 and h.convergence["change"] < h.convergence["bound"]
+    # the probes only read the model: a budgeted fit (no rule, no probe) takes the same steps
+    same = lg.SVGP(num_inducing=16).fit(X, y, optimizer="natural", lr=0.01, batch_size=1024,
+                                        max_steps=300, seed=0, progress=False)
+    assert same.history_.objective == h.objective[:300]
+
+
+def test_the_probe_is_the_objective_of_evenly_spaced_rows():
+    """``GradientTask.probe``: the model's objective (with its log prior) on
+    ``probe_rows`` (evenly spaced, none where a step sees every row), computed
+    independently; it reads the model without changing it."""
+    from latentgp.training.convergence import PROBE_ROWS, probe_rows
+    from latentgp.training.fit import GradientTask
+
+    X, y = reg_data(n=1200, seed=3)
+    m = lg.SVGP(num_inducing=16).fit(X, y, optimizer="adam", batch_size=200, max_steps=20,
+                                     seed=0, progress=False)
+    rows = probe_rows(1200, 1024)
+    assert rows.tolist() == np.round(np.linspace(0, 1199, min(1200, PROBE_ROWS))).tolist()
+    assert probe_rows(1200, 1200) is None  # full batch: no probe
+    ys = m.scale_targets(y)
+    Xt = torch.as_tensor(X)
+    task = GradientTask(m, Xt, ys, list(m.parameters()), torch.optim.SGD(m.parameters(), 0.1),
+                        "adam")
+    task.probe_rows = rows
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    with torch.no_grad():
+        direct = float(m.objective(Xt[rows], ys[rows], 1200) + m.log_prior())
+    assert task.probe() == pytest.approx(direct, rel=1e-14)
+    assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())
+    task.probe_rows = None
+    assert task.probe() is None
+
+
+def test_only_deterministic_objectives_are_probed():
+    """The probe needs an objective that is a function of the parameters: SVGP with a
+    closed-form or quadrature expectation has one; Monte Carlo expectations (a black-box
+    likelihood, SAVIGP's estimators) keep the noisy window means."""
+    assert lg.SVGP().deterministic_objective
+    assert lg.SVGP(likelihood="bernoulli").deterministic_objective
+    assert lg.SVGP(likelihood="poisson").deterministic_objective
+    black_box = lg.SVGP(likelihood=lambda y, f: -np.abs(y - f))  # numpy: Monte Carlo
+    assert not black_box.deterministic_objective
+    assert not lg.SAVIGP(num_inducing=8, likelihood="bernoulli").deterministic_objective

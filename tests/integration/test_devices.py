@@ -171,3 +171,18 @@ def test_botorch_acquisition_on_the_device():
     cand, value = optimize_acqf(acq, bounds=bounds, q=2, num_restarts=2, raw_samples=32)
     assert cand.shape == (2, 2) and cand.device.type == torch.device(TARGET).type
     assert torch.isfinite(value)
+
+
+def test_svgp_default_on_large_data_on_the_device():
+    """The automatic fit of a Gaussian SVGP on more than 1,024 rows (natural steps, the
+    probed stopping rule, whose probe rows live on the CPU and are moved to the data's
+    device) stops where the CPU's does, with the CPU's predictions."""
+    X, y = family_data("regression", n=1300)
+    Xs, _ = family_data("regression", n=30, seed=5)
+    fits = {d: lg.SVGP(num_inducing=16, device=d).fit(X, y, seed=0, progress=False)
+            for d in ("cpu", TARGET)}
+    hc, hd = fits["cpu"].history_, fits[TARGET].history_
+    assert (hd.optimizer, hd.reason) == ("natural", "converged")
+    assert hd.convergence["probes"] == 8.0 and hd.steps == hc.steps
+    a, b = (np.asarray(fits[d].predict_y(Xs)[0]) for d in ("cpu", TARGET))
+    np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-8)

@@ -33,8 +33,10 @@ def test_list_names_every_experiment_script(capsys):
     # reliability tables printer, the QSRVM, SLGP-moons, SEP crabs-ridge and BO-trajectory
     # diagnostics (pages written by hand from their output), the QSGP default-fit runner (a
     # section of the qsgp_reproduction page), the natural-gradient default comparison (its
-    # page written by hand from its output), the time-to-accuracy page writer (imported by
-    # time_to_accuracy) and the machine description the scripts import
+    # page written by hand from its output), the stopping-rule traces (page written by hand
+    # from their replay), the accelerator step benchmark (needs a GPU; gpu.md written by
+    # hand), the time-to-accuracy page writer (imported by time_to_accuracy) and the
+    # machine description the scripts import
     helpers = {
         "bo_trajectories",
         "gpflow_gplvm_runner",
@@ -47,6 +49,8 @@ def test_list_names_every_experiment_script(capsys):
         "qsgp_table3_lr",
         "slgp_moons_diagnostic",
         "natural_default",
+        "stopping_traces",
+        "device_step",
         "tta_page",
         "machine",
     }

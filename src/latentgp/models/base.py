@@ -127,6 +127,10 @@ class GPModel(HyperpriorMixin, PredictionAPI, nn.Module):
     supports_minibatch = True
     #: whether the model's prior takes a mean function (``mean=``)
     supports_mean = True
+    #: whether ``objective(X_rows, y_rows, N)`` is a deterministic function of the
+    #: parameters (no Monte Carlo draws): a minibatch fit's convergence rule then watches
+    #: it on fixed rows (``training.convergence.probe_rows``)
+    deterministic_objective = False
     #: whether the fit's ``X`` are points the model predicts at (the end-of-fit checks
     #: predict there); False for the GPLVM, whose fit inputs are row numbers
     predicts_at_training_inputs = True
@@ -379,8 +383,9 @@ class GPModel(HyperpriorMixin, PredictionAPI, nn.Module):
         data; ``history_.reason`` says why it stopped, and reaching the ceiling
         unconverged warns).  A model may default to another optimiser for such a fit (SVGP,
         SHGP, SVHGP on up to ``latentgp.models.svgp.FULL_BATCH_ROWS`` rows with a
-        deterministic ELBO: full-batch L-BFGS; a Poisson SVGP on more rows: minibatch
-        natural gradients on q(u), ``latentgp.models.svgp.NATURAL_LIKELIHOODS``); naming
+        deterministic ELBO: full-batch L-BFGS; a Gaussian or Poisson SVGP on more
+        rows: minibatch natural gradients on q(u), ``latentgp.models.svgp.NATURAL_LIKELIHOODS``,
+        stopped by the slope of the ELBO of fixed rows, ``PROBED_RULE``); naming
         ``optimizer``, ``lr``, ``batch_size``,
         ``epochs`` or ``max_steps`` gives its usual defaults (``history_.optimizer`` says
         which ran).

@@ -29,6 +29,16 @@ windows in a row stop the fit.  The rule suits both kinds of objective:
 - *deterministic* (full-batch L-BFGS): windows of one step, no noise term: the relative
   change per step.
 
+- *probed* (a stochastic rule with ``probe_rate`` > 0, and a task whose ``probe`` gives
+  the objective on fixed rows, :func:`probe_rows`): ``probe_points`` probes per window
+  replace the minibatch values, and a window is calm when the least-squares slope ``b``
+  of its probes (per point per step) is small with confidence,
+  ``|b| + probe_z * se(b) < probe_rate * max(|mean|, floor)``.  The probe has no
+  minibatch noise, only the jitter of the parameters themselves, so a slow rise that the
+  window means take for noise shows as a slope; a jitter too large to resolve the rate
+  keeps the fit going (to its ceiling), which is why only a model's automatic defaults
+  turn it on (SVGP's natural-gradient fit on large data, ``models.svgp.PROBED_RULE``).
+
 An explicit ``tol`` with a user budget keeps the historical rule: windows of one epoch,
 ``floor`` 1e-12, no noise term, ``patience`` 3.
 
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -47,6 +58,7 @@ __all__ = [
     "StoppingRule",
     "default_ceiling",
     "default_rule",
+    "probe_rows",
     "step_ceiling",
     "user_rule",
 ]
@@ -62,7 +74,11 @@ class StoppingRule:
     standard errors (0: none).  patience: calm windows in a row that stop the fit.
     kind: ``"stochastic"``, ``"deterministic"`` or ``"tol"`` (the user's ``tol``).
     growth: a window that starts after ``s`` steps lasts ``max(window, ceil(growth * s))``
-    steps (0: fixed windows).
+    steps (0: fixed windows).  probe_rate, probe_z, probe_points: the stochastic rule of a
+    task with a probe (``StepTask.probe``, the objective on fixed rows): ``probe_points``
+    probes per window, a window calm when the least-squares slope of its probes (per point
+    per step) plus ``probe_z`` standard errors is below ``probe_rate * max(|mean|, floor)``
+    (0: no probe; the window means of the minibatch values are compared instead).
     """
 
     window: int
@@ -72,6 +88,9 @@ class StoppingRule:
     patience: int = 2
     kind: str = "stochastic"
     growth: float = 0.0
+    probe_rate: float = 0.0
+    probe_z: float = 2.0
+    probe_points: int = 8
 
     def length(self, start: int) -> int:
         """Steps in the window that starts after ``start`` completed steps."""
@@ -88,7 +107,8 @@ def user_rule(tol: float, steps_per_epoch: int, patience: int = 3) -> StoppingRu
 #: defaults of the automatic rule per kind of objective (a model's ``fit_defaults`` may
 #: override them with a ``"convergence"`` dict)
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "stochastic": {"min_window": 50, "rtol": 2e-4, "z": 1.0, "patience": 2, "growth": 0.2},
+    "stochastic": {"min_window": 50, "rtol": 2e-4, "z": 1.0, "patience": 2, "growth": 0.2,
+                   "probe_rate": 0.0, "probe_z": 2.0},
     "deterministic": {"min_window": 1, "rtol": 1e-7, "z": 0.0, "patience": 3, "growth": 0.0},
 }
 
@@ -103,7 +123,9 @@ def default_rule(
     p = {**DEFAULTS[kind], **(overrides or {})}
     window = max(int(p["min_window"]), 1 if deterministic else int(steps_per_epoch))
     return StoppingRule(window=window, rtol=float(p["rtol"]), z=float(p["z"]),
-                        patience=int(p["patience"]), kind=kind, growth=float(p["growth"]))
+                        patience=int(p["patience"]), kind=kind, growth=float(p["growth"]),
+                        probe_rate=float(p.get("probe_rate", 0.0)),
+                        probe_z=float(p.get("probe_z", 2.0)))
 
 
 #: the step ceiling of a fit without a budget, per kind of objective (overridden by a
@@ -129,13 +151,37 @@ def default_ceiling(
                         cap=int(p["cap"]))
 
 
+#: rows of the fixed-row objective a stochastic rule watches (:func:`probe_rows`): a probe
+#: of 2,048 rows costs about two thirds of a step of 1,024 (a forward pass, no backward),
+#: 8 per window about 3% of a fit of a few thousand steps
+PROBE_ROWS = 2048
+
+
+def probe_rows(num_data: int, batch_size: int) -> Any:
+    """The fixed rows whose objective a minibatch fit's rule watches (``StepTask.probe``): up to
+    :data:`PROBE_ROWS` rows evenly spaced over the data (no random draw, so the fit's
+    random state is untouched), or None where a step already sees every row."""
+    import torch
+
+    if batch_size >= num_data:
+        return None
+    S = min(num_data, PROBE_ROWS)
+    return torch.linspace(0, num_data - 1, S, dtype=torch.float64).round().long()
+
+
 class Convergence:
     """The criterion's running state: :meth:`add` each completed step's objective, then
     :meth:`end_of_step` says whether the fit has converged.  ``rule`` None: never;
     ``scale``: what turns the objective into the objective per point (1 / N)."""
 
-    def __init__(self, rule: StoppingRule | None, scale: float = 1.0) -> None:
+    def __init__(self, rule: StoppingRule | None, scale: float = 1.0,
+                 probe: Callable[[], float | None] | None = None) -> None:
         self.rule, self.scale = rule, float(scale)
+        # the task's objective on fixed rows (StepTask.probe): a stochastic rule then tests
+        # the slope of its values inside each window (no minibatch noise in them)
+        self.probe = (probe if rule is not None and rule.kind == "stochastic"
+                      and rule.probe_rate > 0 else None)
+        self.points: list[tuple[int, float]] = []  # the current window's probes
         self.values: list[float] = []  # the current window's objectives
         self.prev: tuple[float, float, int] | None = None  # previous window: mean, SS, n
         self.calm = 0
@@ -156,7 +202,14 @@ class Convergence:
         if self.start is None:  # a checkpoint from before windows could grow
             self.start = step - len(self.values)
         steps = step - self.start
-        if steps < rule.length(self.start):
+        length = rule.length(self.start)
+        if self.probe is not None and steps % max(1, length // rule.probe_points) == 0:
+            value = self.probe()
+            if value is None:  # the task has no probe (or it failed): the window means
+                self.probe, self.points = None, []
+            else:
+                self.points.append((step, float(value) * self.scale))
+        if steps < length:
             return False
         self.start = step
         vals = self.values
@@ -166,6 +219,9 @@ class Convergence:
         d_mean = sum(diffs) / len(diffs) if diffs else 0.0
         ss = sum((d - d_mean) ** 2 for d in diffs)  # first differences: trend removed
         self.values = []
+        if self.probe is not None:
+            self.prev = (mean, ss, n)
+            return self._probe_window(rule)
         done = False
         if self.prev is not None:
             prev_mean, prev_ss, prev_n = self.prev
@@ -186,6 +242,27 @@ class Convergence:
         self.prev = (mean, ss, n)
         return done
 
+    def _probe_window(self, rule: StoppingRule) -> bool:
+        """Close a window of a probed rule: calm when the least-squares slope ``b`` of its
+        probes (per point per step) is within ``|b| + probe_z * se(b) < probe_rate *
+        max(|mean probe|, floor)``; a window with fewer than 3 probes is not calm."""
+        pts, self.points = self.points, []
+        n = len(pts)
+        if n < 3:
+            self.calm = 0
+            return False
+        xm = sum(p[0] for p in pts) / n
+        ym = sum(p[1] for p in pts) / n
+        sxx = sum((p[0] - xm) ** 2 for p in pts)
+        slope = sum((p[0] - xm) * (p[1] - ym) for p in pts) / sxx
+        rss = sum((p[1] - ym - slope * (p[0] - xm)) ** 2 for p in pts)
+        se = math.sqrt(rss / (n - 2) / sxx)
+        change, bound = abs(slope) + rule.probe_z * se, rule.probe_rate * max(abs(ym), rule.floor)
+        self.calm = self.calm + 1 if change < bound else 0
+        self.last = {"change": change, "bound": bound, "noise_se": se, "slope": slope,
+                     "probes": float(n)}
+        return self.calm >= rule.patience
+
     def describe(self) -> str:
         """The criterion and its last numbers, for ``history_.stopped``."""
         r, last = self.rule, self.last
@@ -193,8 +270,13 @@ class Convergence:
             return ""
         size = f"{r.window}-step" if not r.growth else (
             f"{r.window}-step (growing to {r.growth:g} of the steps so far)")
-        text = (f"{r.kind} rule: change of {size} window means < rtol {r.rtol:g}"
-                + (f" + {r.z:g} noise s.e." if r.z else "") + f", {r.patience} in a row")
+        if self.probe is not None:
+            text = (f"{r.kind} rule on the objective of fixed rows: |slope| of its "
+                    f"{r.probe_points} probes per {size} window + {r.probe_z:g} s.e. < "
+                    f"{r.probe_rate:g} per step, {r.patience} in a row")
+        else:
+            text = (f"{r.kind} rule: change of {size} window means < rtol {r.rtol:g}"
+                    + (f" + {r.z:g} noise s.e." if r.z else "") + f", {r.patience} in a row")
         if last:
             text += (f"; last change {last['change']:.3g} vs bound {last['bound']:.3g}"
                      f" (noise s.e. {last['noise_se']:.3g})")
@@ -203,6 +285,7 @@ class Convergence:
     def state(self) -> dict[str, Any]:
         """Checkpoint state (the windows and the calm count)."""
         return {"window_values": list(self.values),
+                "probe_points": [list(p) for p in self.points],
                 "prev_window": None if self.prev is None else list(self.prev),
                 "calm": self.calm, "window_start": self.start, "last": dict(self.last)}
 
@@ -213,6 +296,7 @@ class Convergence:
             s = {"window_values": s["epoch_values"], "calm": s["calm"],
                  "prev_window": None if prev is None else [prev, 0.0, 0]}
         self.values = [float(v) for v in s["window_values"]]
+        self.points = [(int(a), float(b)) for a, b in s.get("probe_points", [])]
         p = s["prev_window"]
         self.prev = None if p is None else (float(p[0]), float(p[1]), int(p[2]))
         self.calm = int(s["calm"])

@@ -35,7 +35,7 @@ from ..models.fit_choices import CHOICES, automatic_defaults  # noqa: F401 (publ
 from ..rng import seeded_scope
 from ..validation import cap_at_rows, check_learning_rate, check_positive_int, check_seed
 from . import distributed as D
-from .convergence import default_ceiling, default_rule
+from .convergence import default_ceiling, default_rule, probe_rows
 from .diagnostics import diagnose_fit
 from .holdout import Holdout, applies
 from .loop import (
@@ -106,6 +106,20 @@ class GradientTask(RestoringTask):
         # current parameters, which is that same point, so with one iteration per step
         # every step would otherwise evaluate it twice.
         self._memo: tuple | None = None
+
+    #: rows of :meth:`probe` (``convergence.probe_rows``); None: no probe
+    probe_rows: torch.Tensor | None = None
+
+    def probe(self) -> float | None:
+        """The objective (with the log prior) on :attr:`probe_rows`, without gradients."""
+        rows = self.probe_rows
+        if rows is None:
+            return None
+        rows = rows.to(self.X.device)
+        with torch.no_grad():
+            obj = self.model.objective(self.X[rows], self.y[rows], self.N)
+            value = float(obj + self.model.log_prior())
+        return value if math.isfinite(value) else None
 
     def _memo_hit(self) -> tuple | None:
         memo = self._memo
@@ -353,6 +367,8 @@ def gradient_plan(model: Any, data: FitData, opts: FitOptions) -> FitPlan:
     # the global batch sequence does not depend on the number of processes, so a run may
     # resume with another world size (an elastic restart) and follow the same trajectory
     task = GradientTask(model, X, y, params, opt, optimizer)
+    if W == 1 and model.deterministic_objective and not opts.defaults.get("fixed_samples"):
+        task.probe_rows = probe_rows(N, B)
     plan = make_plan(model, task, sampler, opts, reduce)
     plan.held = held
     fixed = opts.defaults.get("fixed_samples")

@@ -149,6 +149,15 @@ class StepTask:
         """
         raise NotImplementedError
 
+    def probe(self) -> float | None:
+        """The objective at the current parameters on a fixed set of rows (internal units,
+        as :meth:`step` returns it), a deterministic function of the parameters; None when
+        the task has none (the rule then keeps to the minibatch values for the rest of the
+        fit).  Where it exists the stochastic rule tests the slope of these values inside
+        each window instead of the noisy minibatch means
+        (:class:`~latentgp.training.convergence.Convergence`)."""
+        return None
+
     def finished(self) -> bool:
         """Whether the task has converged by its own test (checked after each step; a
         task whose plan ``stops_itself``, e.g. the batched L-BFGS's per-member test)."""
@@ -301,7 +310,7 @@ def run_loop(
     steps_per_epoch = sampler.steps_per_epoch
     fingerprint = dict(fingerprint or {})
     history = FitHistory()
-    conv = (Convergence(rule, objective_scale) if rule is not None
+    conv = (Convergence(rule, objective_scale, probe=task.probe) if rule is not None
             else Convergence(None if tol is None else user_rule(tol, steps_per_epoch, patience)))
     step = 0
     if resume and checkpoint is not None and os.path.exists(checkpoint):
