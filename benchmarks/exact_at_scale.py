@@ -372,7 +372,15 @@ NOTES = [
     "needed 16). SVGP M = 1,024 on the same split: started niced (its default fit), "
     "starved by the same load (under 3 CPU minutes in 45 minutes) and stopped; no recorded "
     "SVGP M = 1,024 protein number exists in docs/results (the nearest: VFE M = 512 "
-    "RMSE 0.516 and SVGP M = 256 at 300 Adam steps 0.576, sparse.md) |",
+    "RMSE 0.516 and SVGP M = 256 at 300 Adam steps 0.576, sparse.md) "
+    "**Session 18 rerun** (same command, commit `059b88f`, two threads, 04:22-05:31 UTC, "
+    "load 1 at the start, then 2 to 5 from the session's other runs): the pretrain took "
+    "32 s wall (105 L-BFGS steps, one step repaired), then the first full-data L-BFGS step "
+    "had not finished after 84 CPU minutes (69 min wall); stopped for the session's CI. "
+    "So the estimate above (about 10 CPU minutes per evaluation) is wrong by several "
+    "times at the fitted hyperparameters, or the line search needed many evaluations; the "
+    "target (under 30 minutes) is not met at rank 256, and the next step is to log CG "
+    "iterations and evaluations per step before another full run. |",
     "| N = 2 x 10^5 synthetic, one evaluation and prediction | not run: at (2 x 10^5 / "
     "41,157)^2 = 24 times the measured 14 to 17 CPU s, one product is 6 to 7 CPU "
     "minutes, and an evaluation of tens of iterations several CPU hours |",
