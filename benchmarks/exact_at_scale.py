@@ -380,7 +380,16 @@ NOTES = [
     "So the estimate above (about 10 CPU minutes per evaluation) is wrong by several "
     "times at the fitted hyperparameters, or the line search needed many evaluations; the "
     "target (under 30 minutes) is not met at rank 256, and the next step is to log CG "
-    "iterations and evaluations per step before another full run. |",
+    "iterations and evaluations per step before another full run. "
+    "A diagnostic after it (commit `9ddc5ff`, two threads, load about 2): at the "
+    "hyperparameters of a 2,000-row Cholesky fit (73 CPU s, 95 steps; scaled noise "
+    "0.24, lengthscales 0.19-1.06 and 1,924 for the irrelevant second input), one "
+    "value-only evaluation on all 41,157 rows (CG to `tol` 1e-2 with 16 probes, "
+    "rank-256 preconditioner, no gradient) had not finished after 35 CPU minutes, i.e. "
+    "more than about 120 products of the 17 columns at the measured 14 to 17 CPU s "
+    "each. The iterative path at this N is bound by the number of CG iterations: the "
+    "next run needs the iteration count per solve (a progress record inside CG) and a "
+    "larger preconditioner rank. |",
     "| N = 2 x 10^5 synthetic, one evaluation and prediction | not run: at (2 x 10^5 / "
     "41,157)^2 = 24 times the measured 14 to 17 CPU s, one product is 6 to 7 CPU "
     "minutes, and an evaluation of tens of iterations several CPU hours |",
