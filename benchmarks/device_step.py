@@ -79,12 +79,12 @@ def latentgp_stepper(X, y, Z, B, natural, dtype, device):
 
 def gpytorch_stepper(X, y, Z, B, natural, dtype, device):
     import gpytorch
-    from gpytorch_worker import _SVGP
+    from gpytorch_worker import SVGPModel
 
     N = X.shape[0]
     Xt = torch.as_tensor(X, dtype=dtype, device=device)
     yt = torch.as_tensor(y, dtype=dtype, device=device)
-    model = _SVGP(torch.as_tensor(Z, dtype=dtype), X.shape[1], natural).to(device, dtype)
+    model = SVGPModel(torch.as_tensor(Z, dtype=dtype), X.shape[1], natural).to(device, dtype)
     lik = gpytorch.likelihoods.GaussianLikelihood().to(device, dtype)
     model.covar_module.base_kernel.lengthscale = torch.ones(X.shape[1], dtype=dtype,
                                                             device=device)

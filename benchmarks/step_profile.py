@@ -42,7 +42,14 @@ import time
 
 import torch
 from machine import stamp
-from svgp_performance import gemm_gflops, load_data, make_workers, peer_versions, prepare
+from svgp_performance import (
+    gemm_gflops,
+    load_data,
+    make_workers,
+    peer_versions,
+    prepare,
+    start_workers,
+)
 
 from latentgp.variational.fastpaths import WhitenedQuadFactors
 
@@ -299,15 +306,8 @@ def peers_config(workers, data, M: int, B: int, dtype: str, steps: int, reps: in
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "work.npz")
         prepare(path, X, y, Xte, yte, M, B, warmup + reps * steps)
-        live = []
-        for w in workers:
-            try:
-                w.call(cmd="setup", data=path, M=M, B=B, dtype=dtype, lr=0.01, threads=1)
-                live.append(w)
-            except RuntimeError as err:
-                print(f"  {w.name} setup failed: {err}")
-        for w in live:
-            w.call(cmd="train", steps=warmup)
+        live = start_workers(workers, warmup, data=path, M=M, B=B, dtype=dtype, lr=0.01,
+                             threads=1)
         wall = {w.name: [] for w in live}
         cpu = {w.name: [] for w in live}
         for _ in range(reps):

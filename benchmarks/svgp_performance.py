@@ -165,20 +165,28 @@ def predict_points(M: int) -> int:
     return int(min(200_000, max(5_000, 200_000 * (256 / M) ** 2)))
 
 
+def start_workers(workers, warmup: int, **setup) -> list:
+    """The workers whose ``setup`` (with ``setup``'s fields) succeeded, each trained
+    ``warmup`` steps; a failed setup is printed and that worker left out."""
+    live = []
+    for w in workers:
+        try:
+            w.call(cmd="setup", **setup)
+            live.append(w)
+        except RuntimeError as err:
+            print(f"  {w.name} setup failed: {err}")
+    for w in live:
+        w.call(cmd="train", steps=warmup)
+    return live
+
+
 def run_config(workers, data, M, B, dtype, reps, steps, warmup, lr, threads):
     X, y, Xte, yte, _ = data
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "work.npz")
         prepare(path, X, y, Xte, yte, M, B, warmup + reps * steps)
-        live = []
-        for w in workers:
-            try:
-                w.call(cmd="setup", data=path, M=M, B=B, dtype=dtype, lr=lr, threads=threads)
-                live.append(w)
-            except RuntimeError as err:
-                print(f"  {w.name} setup failed: {err}")
-        for w in live:
-            w.call(cmd="train", steps=warmup)
+        live = start_workers(workers, warmup, data=path, M=M, B=B, dtype=dtype, lr=lr,
+                             threads=threads)
         per_rep = {w.name: [] for w in live}
         for _ in range(reps):
             for w in live:  # interleaved

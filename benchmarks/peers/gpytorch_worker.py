@@ -38,7 +38,7 @@ def _likelihood(name: str):
     raise ValueError(f"unknown likelihood {name!r}")
 
 
-class _SVGP(gpytorch.models.ApproximateGP):
+class SVGPModel(gpytorch.models.ApproximateGP):
     def __init__(self, Z, D, natural=False):
         if natural:  # GPyTorch's recipe for NGD: the natural parameterisation of q(u)
             q = gpytorch.variational.NaturalVariationalDistribution(Z.shape[0])
@@ -60,7 +60,7 @@ def setup(cmd):
     X, y = torch.as_tensor(d["X_train"], dtype=dtype), torch.as_tensor(d["y_train"], dtype=dtype)
     Z = torch.as_tensor(d["Z"], dtype=dtype)
     natural = cmd.get("optimizer", "adam") == "ngd"
-    model = _SVGP(Z, X.shape[1], natural).to(dtype)
+    model = SVGPModel(Z, X.shape[1], natural).to(dtype)
     lik_name = cmd.get("likelihood", "gaussian")
     lik = _likelihood(lik_name).to(dtype)
     model.covar_module.base_kernel.lengthscale = torch.as_tensor(d["lengthscale"], dtype=dtype)
