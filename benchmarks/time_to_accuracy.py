@@ -241,8 +241,11 @@ def one(name: str, split: int, M: int, args, gpflow_py) -> dict[str, Any]:
                           likelihood=likelihood, score=scorer(likelihood, yte), clock=args.clock)
             row.update(curves=result["curves"], skipped=result["skipped"],
                        versions=result["versions"])
-        row["default"] = (default_fit(path, M, likelihood, every=args.default_every,
+        every = args.default_every or args.chunk
+        row["default"] = (default_fit(path, M, likelihood, every=every,
                                       cap=args.default_cap) if args.default else None)
+        if row["default"] is not None:
+            row["default"]["every"] = every
     return row
 
 
@@ -263,8 +266,9 @@ def _settings(args) -> str:
         "`predictive_log_density` (probit: log Phi((2y - 1) m / sqrt(1 + v)); Poisson: "
         "Gauss-Hermite quadrature centred on the integrand). The default fit: "
         "`lg.SVGP(num_inducing=M[, likelihood=\"probit\" | \"poisson\"]).fit(X, y, seed=0)` "
-        "in the latentgp worker, scored every "
-        f"{getattr(args, 'default_every', 50)} steps and when fit returns, CPU seconds with "
+        "in the latentgp worker, scored every 50 steps (or as the row's default cell says: "
+        "runs since session 19 score it at the race's cadence) and when fit returns, CPU "
+        "seconds with "
         "the scoring excluded, run after the race"
         + (f" (cut at {args.default_cap:g} CPU s)" if getattr(args, "default_cap", None)
            else "") + "."
@@ -340,8 +344,9 @@ def main() -> None:
                     help="skip latentgp's default fit")
     ap.add_argument("--only-default", action="store_true",
                     help="run only latentgp's default fit (rows to --merge into a race's)")
-    ap.add_argument("--default-every", type=int, default=50,
-                    help="steps between the default fit's test scores")
+    ap.add_argument("--default-every", type=int, default=None,
+                    help="steps between the default fit's test scores (default: --chunk, "
+                         "the race's cadence, so that both are read at the same grain)")
     ap.add_argument("--default-cap", type=float, default=None,
                     help="stop the default fit after this many CPU seconds (recorded)")
     ap.add_argument("--gpflow-python", default=None)

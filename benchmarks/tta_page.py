@@ -165,6 +165,8 @@ def _default_cells(row: dict[str, Any], s: dict[str, Any]) -> list[str]:
                     "n/a", "n/a"]
         return ["not run", "not run", "n/a"]
     total = f"{d['total_seconds']:.1f} ({d['final_nlpd']:.3f}, {d['reason']})"
+    if d.get("every"):
+        total += f", scored every {d['every']} steps"
     if s["ratio_default"] is not None:
         ratio = f"{s['ratio_default']:.2f}x"
     elif s["default_reach"] is None:
