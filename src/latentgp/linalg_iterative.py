@@ -17,6 +17,8 @@ numerics layer, never imports a kernel).  Random probes come from a caller's see
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,7 +30,7 @@ from .linalg_love import LoveCache, lanczos
 from .options import OptionGroup
 
 __all__ = [  # LoveCache and lanczos live in linalg_love
-    "CGResult", "IterativeOptions", "IterativeSolver", "KernelOperator", "LoveCache",
+    "CGProgress", "CGResult", "IterativeOptions", "IterativeSolver", "KernelOperator", "LoveCache",
     "PivotedCholeskyPreconditioner", "conjugate_gradients", "default_rank",
     "iterative_log_marginal", "iterative_solver", "lanczos", "lanczos_tridiagonals",
     "pivoted_cholesky", "preconditioner_for", "quadrature_log", "rademacher",
@@ -62,6 +64,14 @@ def default_rank(num_data: int) -> int:
     return max(1, min(RANK_MAX, n, max(RANK_MIN, RANK_ENTRIES // n)))
 
 Cross = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+#: where long CG solves report their progress (INFO, at most every
+#: :data:`LOG_EVERY_SECONDS`): ``logging.getLogger("latentgp.iterative")``; silent unless
+#: the application configures logging (``logging.basicConfig(level=logging.INFO)``)
+logger = logging.getLogger("latentgp.iterative")
+
+#: seconds between two progress lines of one solve (a solve that ends sooner logs nothing)
+LOG_EVERY_SECONDS = 30.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -305,6 +315,9 @@ class CGResult:
     relative residuals ``|b - A x| / |b|`` (of the recurrence).  converged: every column
     reached ``tol``.  alphas, betas: ``(iterations, C)`` CG step coefficients (zero
     after a column converged).  steps: ``(C,)`` iterations each column took.
+    residuals: ``(iterations, C)`` the relative residual of every column after each
+    iteration (a converged column keeps its last value): the record of the solve.
+    seconds: wall-clock seconds of the solve.
     """
 
     solution: torch.Tensor
@@ -314,6 +327,29 @@ class CGResult:
     alphas: torch.Tensor
     betas: torch.Tensor
     steps: torch.Tensor
+    residuals: torch.Tensor
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class CGProgress:
+    """What a ``monitor`` of :func:`conjugate_gradients` is given after each iteration.
+
+    iteration: iterations done.  residual: ``(C,)`` relative residuals now.  active:
+    columns not yet below ``tol``.  tol: the target.  seconds: since the solve began.
+    """
+
+    iteration: int
+    residual: torch.Tensor
+    active: int
+    tol: float
+    seconds: float
+
+    def describe(self) -> str:
+        """One line: iteration, the largest residual against ``tol``, columns left, time."""
+        return (f"CG iteration {self.iteration}: largest relative residual "
+                f"{float(self.residual.max()):.3g} (tol {self.tol:g}), {self.active} of "
+                f"{self.residual.numel()} columns active, {self.seconds:.1f} s")
 
 
 def conjugate_gradients(
@@ -324,13 +360,19 @@ def conjugate_gradients(
     tol: float = 1e-6,
     max_iter: int = 1000,
     x0: torch.Tensor | None = None,
+    monitor: Callable[[CGProgress], None] | None = None,
 ) -> CGResult:
     """Preconditioned CG for ``A X = B`` with ``C`` right-hand sides at once (``B``
     ``(N, C)``, ``A`` symmetric positive definite given by ``matmul``); a column stops when
     its relative residual is below ``tol``; one product with ``A`` per iteration.
     ``x0`` ``(N, C)``: a starting guess (default zero; one more product with ``A``); the
     Lanczos coefficients then belong to the start ``b - A x0``, so a run whose
-    coefficients feed SLQ starts from zero."""
+    coefficients feed SLQ starts from zero.
+
+    The residuals after every iteration are kept (:attr:`CGResult.residuals`);
+    ``monitor`` is called with a :class:`CGProgress` after each iteration (e.g. to watch a
+    solve whose products take seconds), and a solve that runs longer than
+    :data:`LOG_EVERY_SECONDS` logs a progress line to :data:`logger` at that interval."""
     if B.ndim != 2:
         raise ValueError(f"B must be (N, C), got shape {tuple(B.shape)}")
     if x0 is not None and x0.shape != B.shape:
@@ -350,10 +392,11 @@ def conjugate_gradients(
         Zr = M(R)
         P = Zr.clone()
         rz = (R * Zr).sum(0)
-        alphas, betas = [], []
+        alphas, betas, record = [], [], []
         steps = torch.zeros(C, dtype=torch.long, device=B.device)
         res = R.norm(dim=0) / safe
         it = 0
+        start = last_log = time.perf_counter()
         while bool(active.any()) and it < max_iter:
             AP = matmul(P)
             pap = (P * AP).sum(0)
@@ -371,6 +414,16 @@ def conjugate_gradients(
             it += 1
             res = torch.where(active, R.norm(dim=0) / safe, res)
             active = active & (res > tol)
+            record.append(res)
+            now = time.perf_counter()
+            if monitor is not None or now - last_log >= LOG_EVERY_SECONDS:
+                progress = CGProgress(iteration=it, residual=res, active=int(active.sum()),
+                                      tol=tol, seconds=now - start)
+                if monitor is not None:
+                    monitor(progress)
+                if now - last_log >= LOG_EVERY_SECONDS:
+                    logger.info("%s", progress.describe())
+                    last_log = now
         empty = B.new_zeros(0, C)
         return CGResult(
             solution=X,
@@ -380,6 +433,8 @@ def conjugate_gradients(
             alphas=torch.stack(alphas) if alphas else empty,
             betas=torch.stack(betas) if betas else empty,
             steps=steps,
+            residuals=torch.stack(record) if record else empty,
+            seconds=time.perf_counter() - start,
         )
 
 
@@ -495,6 +550,9 @@ class _IterativeLogMarginal(torch.autograd.Function):
         info.update(
             iterations=res.iterations, residual=float(res.residual.max()),
             converged=res.converged, logdet=float(logdet), rank=pre.rank,
+            seconds=res.seconds,
+            # the largest relative residual after each iteration: the solve's record
+            residuals=res.residuals.max(1).values.tolist() if res.iterations else [],
         )
         info["solution"] = alpha  # (N, P): a starting guess for the next solve
         t = opts.num_probes
@@ -535,8 +593,9 @@ def iterative_log_marginal(
     to ``noise`` (a scalar tensor), ``R`` and ``params`` (the tensors ``cross`` depends on,
     e.g. a kernel's parameters).  ``diag``: ``(N,)`` diagonal of ``K`` (for the
     preconditioner).  ``info`` (a dict) receives the CG iterations, the largest final
-    residual, whether CG converged, the log-determinant estimate and ``"solution"``,
-    ``(K + s^2 I)^{-1} R`` ``(N, P)`` to CG's tolerance."""
+    residual, whether CG converged, the log-determinant estimate, the solve's seconds,
+    ``"residuals"`` (the largest relative residual after each iteration) and
+    ``"solution"``, ``(K + s^2 I)^{-1} R`` ``(N, P)`` to CG's tolerance."""
     op = KernelOperator(cross, X.detach(), noise.detach(), chunk_rows=options.chunk_rows)
     gen = torch.Generator(device=X.device).manual_seed(options.seed)
     spec = (op, options, diag.detach(), gen, {} if info is None else info)

@@ -53,6 +53,11 @@ def test_cg_log_marginal_equals_cholesky(fitted):
     v = low.log_marginal_likelihood()
     assert abs(v - ref) < 1e-3 * abs(ref) + 0.05, (v, ref)
     assert low.last_cg["converged"] and low.last_cg["iterations"] < 50
+    # the record of the evaluation's solve: one entry per iteration, ending at the residual
+    # reported, below the tolerance only at the end
+    record = low.last_cg["residuals"]
+    assert len(record) == low.last_cg["iterations"]
+    assert record[-1] == low.last_cg["residual"] <= 1e-2 < min(record[:-1], default=1.0)
 
 
 def test_cg_predictions_equal_cholesky(fitted):

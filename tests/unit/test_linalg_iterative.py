@@ -221,3 +221,39 @@ def test_options_refuse_bad_values():
         IterativeOptions(chunk_rows=0)
     with pytest.raises(TypeError, match="no option"):
         IterativeOptions.from_config({"tolerance": 1e-3})
+
+
+def test_cg_record_is_the_true_residual_of_each_iterate(monkeypatch, caplog):
+    """The record of a solve: after k iterations it holds |b - A x_k| / |b| of the
+    iterate x_k (re-derived by running CG for k iterations only and measuring the
+    residual of its solution directly), the monitor sees the same numbers as they come,
+    and a solve longer than the logging interval reports to the ``latentgp.iterative``
+    logger."""
+    import logging
+
+    import latentgp.linalg_iterative as li
+
+    X, y, k, s2 = _problem(N=120, noise=0.05)
+    A = _dense(k, X, s2)
+    B = torch.stack([y, torch.cos(X[:, 1])], 1)
+    pre = preconditioner_for(KernelOperator(k, X, s2), k.diag(X), 5)
+    seen = []
+    res = conjugate_gradients(lambda V: A @ V, B, precondition=pre.solve, tol=1e-8,
+                              max_iter=200, monitor=lambda p: seen.append(p))
+    assert res.converged and res.residuals.shape == (res.iterations, 2)
+    assert torch.equal(res.residuals[-1], res.residual)
+    assert [p.iteration for p in seen] == list(range(1, res.iterations + 1))
+    assert torch.equal(torch.stack([p.residual for p in seen]), res.residuals)
+    assert seen[-1].active == 0 and seen[0].active == 2
+    for kk in (1, 3, res.iterations // 2):
+        part = conjugate_gradients(lambda V: A @ V, B, precondition=pre.solve, tol=1e-8,
+                                   max_iter=kk)
+        true = (B - A @ part.solution).norm(dim=0) / B.norm(dim=0)
+        assert torch.allclose(res.residuals[kk - 1], true, rtol=1e-6, atol=1e-13)
+    assert res.seconds > 0
+    monkeypatch.setattr(li, "LOG_EVERY_SECONDS", 0.0)
+    with caplog.at_level(logging.INFO, logger="latentgp.iterative"):
+        conjugate_gradients(lambda V: A @ V, B, tol=1e-8, max_iter=3)
+    lines = [r.getMessage() for r in caplog.records if r.name == "latentgp.iterative"]
+    assert len(lines) == 3 and lines[0].startswith("CG iteration 1: largest relative residual")
+    assert "of 2 columns active" in lines[-1]

@@ -151,7 +151,9 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
         ``chunk_rows``, and ``variance`` (``"love"``: a Lanczos cache of ``love_rank``
         steps; ``"cg"``: a CG solve per prediction chunk).  Predictive means are CG
         solves (exact to ``tol``) either way.  :attr:`last_cg` holds the last
-        evaluation's CG iterations, residual and log-determinant estimate.
+        evaluation's CG iterations, residual, log-determinant estimate, seconds and
+        record of residuals per iteration; a solve longer than 30 s logs its progress
+        to the ``latentgp.iterative`` logger (INFO).
     """
 
     paths_builder = staticmethod(exact_paths)
@@ -340,9 +342,12 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
             warm = getattr(self, "_warm_start", None)  # the last evaluation's solve
             warm = warm if warm is not None and warm.shape == R.shape else None
             alpha = solver.solve_constant(R, x0=warm)
-            self.last_cg = {"iterations": solver.last.iterations,
-                            "residual": float(solver.last.residual.max()),
-                            "converged": solver.last.converged}
+            last = solver.last
+            self.last_cg = {"iterations": last.iterations,
+                            "residual": float(last.residual.max()),
+                            "converged": last.converged, "seconds": last.seconds,
+                            "residuals": (last.residuals.max(1).values.tolist()
+                                          if last.iterations else [])}
             if self.iterative.variance == "love":
                 solver.love = LoveCache(solver.operator, solver.preconditioner, R[:, 0],
                                         self.iterative.love_rank)
