@@ -17,7 +17,7 @@ full-data evaluation in 35 CPU minutes.  This script measures why, with the reco
   (the cost of one iteration), without a solve.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/exact_cg_record.py \\
-        [--n 5000,10000,20000] [--ranks 256,1024] [--max-iter 400]
+        [--n 5000,10000,20000] [--ranks 256,1024] [--max-iter 400] [--quick]
 
 Writes docs/results/exact_cg_record.json and .md.
 """
@@ -130,7 +130,15 @@ def main() -> None:
     ap.add_argument("--no-full-product", action="store_true")
     ap.add_argument("--out", default=os.path.join(RESULTS, "exact_cg_record.md"))
     ap.add_argument("--render", action="store_true", help="rewrite the page from the JSON")
+    ap.add_argument("--quick", action="store_true",
+                    help="N = 1,000 and 2,000 at rank 64, 300 fit rows, no full product; "
+                         "temporary folder")
     args = ap.parse_args()
+    if args.quick:
+        import tempfile
+
+        args.n, args.ranks, args.fit_rows, args.no_full_product = "1000,2000", "64", 300, True
+        args.out = os.path.join(tempfile.mkdtemp(), "exact_cg_record.md")
     json_path = os.path.splitext(args.out)[0] + ".json"
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if args.render:

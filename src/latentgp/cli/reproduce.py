@@ -262,6 +262,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             quick_overwrites=False,
         ),
         Experiment(
+            "exact_cg_record",
+            "exact_cg_record.py",
+            "issue 26: CG iterations of an exact GP's evaluation on uci/protein against N "
+            "and preconditioner rank (--quick: 1,000 and 2,000 rows, temporary folder)",
+            ("docs/results/exact_cg_record.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
             "exact_trained",
             "exact_trained.py",
             "issue 26: an exact GP trained on all 41,157 rows of uci/protein split 0 (subset "
