@@ -121,20 +121,27 @@ def main() -> None:
     ap.add_argument(
         "--models", default="qsgp,svgp", help="of qsgp, svgp, qsgp_exact_hypers (300 steps)"
     )
+    ap.add_argument("--redo", action="store_true",
+                    help="fit again what the file has (the old rows move to 'superseded')")
     args = ap.parse_args()
     torch.set_num_threads(1)
     path = Path(tempfile.mkdtemp()) / "default_fit.json" if args.quick else PART
     rows = 500 if args.quick else None
-    fits = json.loads(path.read_text())["results"] if path.exists() else []
+    stored = json.loads(path.read_text()) if path.exists() else {}
+    fits, superseded = stored.get("results", []), stored.get("superseded", [])
     earlier = file_provenance(path)
     for name in args.datasets.split(","):
         for split in [int(s) for s in args.splits.split(",")]:
             for model in args.models.split(","):
-                if any((f["model"], f["dataset"], f["split"]) == (model, name, split)
-                       for f in fits):  # fmt: skip
+                key = (model, name, split)
+                old = [f for f in fits if (f["model"], f["dataset"], f["split"]) == key]
+                if old and not args.redo:
                     continue
-                fits.append(fit_one(model, name, split, rows))
-                obj = stamp({"settings": vars(args), "results": fits}, earlier=earlier)
+                fit = fit_one(model, name, split, rows)
+                superseded += old
+                fits = [f for f in fits if f not in old] + [fit]
+                obj = stamp({"settings": vars(args), "results": fits,
+                             "superseded": superseded}, earlier=earlier)
                 path.write_text(json.dumps(obj, indent=1))
     if args.quick:
         print("\n".join(section({"results": fits})))

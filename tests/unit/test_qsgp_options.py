@@ -202,7 +202,7 @@ def test_newton_settings_need_the_newton_step():
         (lambda: Q.Newton(damping=1.5), r"Newton.damping must be in \(0, 1\]"),
         (lambda: Q.Newton(ridge=-1.0), "Newton.ridge must be a finite number >= 0"),
         (lambda: Q.Newton(ridge=float("nan")), "Newton.ridge must be a finite number"),
-        (lambda: Q(mean_step="lbfgs"), "mean_step must be 'gradient', 'newton' or"),
+        (lambda: Q(mean_step="lbfgs"), "mean_step must be 'auto', 'gradient', 'newton' or"),
         (lambda: Q.Hyperparameters(lr=0.0), "Hyperparameters.lr must be a positive"),
         (lambda: Q.Hyperparameters(delay=-2), "Hyperparameters.delay must be >= 0"),
         (lambda: Q.Basis().replace(batch=0), "Basis.batch must be >= 1"),
@@ -248,7 +248,20 @@ def test_shorthands_and_class_attributes():
     m = Q(basis="rvm", covariance="chevron", control_variate=7, mean_step="newton")
     assert m.basis == Q.Basis(kind="rvm") and m.covariance == Q.Covariance(kind="chevron")
     assert m.control_variate == Q.ControlVariate(rank=7) and m.mean_step == Q.Newton()
-    assert Q().mean_step == "gradient" and Q().hyperparameters == Q.Hyperparameters()
+    # the Gaussian likelihood's mean step is chosen at the first fit; the default
+    # random-feature model pretrains its hyperparameters on 1,000 rows and keeps them
+    assert Q().mean_step == "auto"
+    assert Q().hyperparameters == Q.Hyperparameters(pretrain_rows=1000)
+    assert Q().learn_hyperparameters == "noise"
+    assert Q(learn_hyperparameters=True).learn_hyperparameters is True
+    with pytest.raises(ValueError, match="learn_hyperparameters must be True, False, 'noise'"):
+        Q(learn_hyperparameters="kernel")
+    # hyperparameters given as values, or another basis: no pretraining, learned as before
+    given = (Q(kernel=lg.kernels.RBF(lengthscale=0.5)), Q(noise_variance=0.1),
+             Q(likelihood=lg.likelihoods.Gaussian(0.1)), Q(basis="rvm"))
+    for m in given:
+        assert m.hyperparameters.pretrain_rows == 0 and m.learn_hyperparameters
+    assert Q(basis="inducing").hyperparameters.pretrain_rows == 0
     # the Newton step needs the Gaussian likelihood: the others default to gradient steps
     assert Q(likelihood="bernoulli").mean_step == "gradient"
     assert Q.Basis is qsgp_options.Basis and lg.QSGP.Newton is qsgp_options.Newton
@@ -309,7 +322,8 @@ def test_files_with_flat_options_load_silently_and_predict_the_same(name):
         )
         assert m.control_variate == Q.ControlVariate(rank=8, nystrom=False)
         assert m.mean_step == "gradient"  # its newton_damping / ridge had no effect
-        assert m.hyperparameters == Q.Hyperparameters(lr=0.02, delay=2)
+        # written before pretraining existed: none (its kernel is a value in the file)
+        assert m.hyperparameters == Q.Hyperparameters(lr=0.02, delay=2, pretrain_rows=0)
     else:
         assert m.basis == Q.Basis(kind="rvm", batch=10, seed=1, rvm_update="mackay")
         assert m.covariance == Q.Covariance()  # num_dense / num_columns were None

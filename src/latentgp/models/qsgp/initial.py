@@ -12,15 +12,19 @@ model's ``_init_from_data``, :meth:`~latentgp.models.qsgp.QSGP.column_norms` and
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
 
 from ...likelihoods import Gaussian
 from ...linalg import cholesky
+from ..exact import ExactGP, pretrain_subset
 from .factor import optimal_log_diagonal
 
-__all__ = ["closed_form_log_diagonal", "column_norms", "initial_values"]
+__all__ = [
+    "closed_form_log_diagonal", "column_norms", "initial_values", "pretrain_hyperparameters",
+]
 
 
 def column_norms(model: Any, X: Any, chunk: int = 4096) -> torch.Tensor:
@@ -77,3 +81,28 @@ def initial_values(model: Any, X: torch.Tensor) -> None:
     else:
         colnorm = column_norms(model, X[: min(N, 256)]) * (N / min(N, 256))
     model.c_raw.copy_(optimal_log_diagonal(colnorm, s2, model.prior_diag()))
+
+
+def pretrain_hyperparameters(model: Any, X: torch.Tensor, y: torch.Tensor,
+                             rows: int) -> dict[str, Any]:
+    """Set ``model``'s kernel and noise hyperparameters to those of an exact GP fitted by
+    Cholesky and L-BFGS, to convergence, on ``min(rows, N)`` training rows drawn by
+    :func:`~latentgp.models.exact.pretrain_subset` of ``basis.seed`` (the seed's
+    protocol).  ``X`` ``(N, D)``, ``y`` ``(N,)`` are the model's inputs and *scaled*
+    targets, so the exact GP does not rescale them (``normalize_y=False``) and its
+    hyperparameters carry over in the model's units.  Returns the stage's record (rows,
+    steps, reason, seconds, CPU seconds, the exact GP's log marginal likelihood)."""
+    n = min(int(rows), X.shape[0])
+    idx = pretrain_subset(X.shape[0], n, model.basis.seed).to(X.device)
+    t0, c0 = time.perf_counter(), time.process_time()
+    exact = ExactGP(kernel=model.kernel, likelihood=type(model.likelihood)(),
+                    normalize_y=False, dtype=X.dtype, device=X.device)
+    exact.fit(X[idx], y[idx], seed=model.basis.seed, progress=False)
+    with torch.no_grad():
+        model.kernel.load_state_dict(exact.kernel.state_dict())
+        model.likelihood.load_state_dict(exact.likelihood.state_dict())
+    h = exact.history_
+    return {"stage": "pretrain", "rows": n, "solver": "cholesky", "steps": h.steps,
+            "reason": h.reason, "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0,
+            "objective": h.objective[-1] if h.objective else None}

@@ -193,8 +193,8 @@ class ControlVariate(_Shorthand):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Newton(_Shorthand):
     """The randomised block-Newton mean step (``mean_step=``; :mod:`.newton`; Gaussian
-    likelihood only, where it is the default): ``mu_U += damping * H_UU^{-1} g_U`` on the
-    sampled rows.
+    likelihood only, where ``mean_step="auto"``, the default, picks it on at least 1,000
+    rows): ``mu_U += damping * H_UU^{-1} g_U`` on the sampled rows.
 
     damping: the step fraction rho, 0 < rho <= 1.
     ridge: Levenberg-Marquardt term: ``H_UU`` gets ``ridge * mean(diag H_UU)`` on its
@@ -248,7 +248,8 @@ class Newton(_Shorthand):
         """``"newton"``: the defaults."""
         if value != "newton":
             raise ValueError(
-                f"mean_step must be 'gradient', 'newton' or a {cls.written_as}, got {value!r}"
+                f"mean_step must be 'auto', 'gradient', 'newton' or a {cls.written_as}, "
+                f"got {value!r}"
             )
         return cls()
 
@@ -261,6 +262,14 @@ class Hyperparameters(_Group):
     lr: Adam's learning rate; None: 0.03 with the Newton mean step (whose mean keeps up
         with faster hyperparameters), 0.01 with gradient steps.
     delay: the number of initial steps during which they stay frozen.
+    pretrain_rows: the first fit starts the kernel's and the noise's hyperparameters at
+        those of an exact GP fitted (Cholesky, to convergence) on this many random
+        training rows, the seed's protocol for its experiments (1,000 rows); 0: no
+        pretraining.  None (default): :data:`PRETRAIN_ROWS` for ``basis="rff"`` with the
+        Gaussian likelihood when neither the kernel nor the noise was given as a value
+        (a kernel or likelihood object, ``noise_variance=``), 0 otherwise.  A pretrained
+        model keeps these hyperparameters unless ``learn_hyperparameters=True``
+        (docs/design.md, "QSGP's default fit").
     """
 
     argument = "hyperparameters"
@@ -268,12 +277,26 @@ class Hyperparameters(_Group):
 
     lr: float | None = None
     delay: int = 0
+    pretrain_rows: int | None = None
 
     def __post_init__(self) -> None:
         if self.lr is not None:
             object.__setattr__(self, "lr", check_positive_float(self.lr, "Hyperparameters.lr"))
         delay = check_positive_int(self.delay, "Hyperparameters.delay", minimum=0)
         object.__setattr__(self, "delay", delay)
+        if self.pretrain_rows is not None:
+            rows = check_positive_int(self.pretrain_rows, "Hyperparameters.pretrain_rows",
+                                      minimum=0)
+            object.__setattr__(self, "pretrain_rows", rows)
+
+
+#: Hyperparameters.pretrain_rows when it applies and is not given (the seed fits its
+#: hyperparameters by an exact GP on 1,000 random training points)
+PRETRAIN_ROWS = 1000
+#: ``mean_step="auto"``: the Newton step when the first fit's training rows (the default
+#: minibatch is min(N, 2,000)) hold at least this many times the Newton step's basis
+#: batch, so that its variance-reduction anchor applies; the gradient step otherwise
+AUTO_NEWTON_FACTOR = 4
 
 
 #: The options' groups, by the constructor argument that takes each.
@@ -289,19 +312,19 @@ def resolve_options(given: dict[str, Any], flat: dict[str, Any], *, model: str) 
     """The groups ``{argument: group}`` from the group arguments ``given`` (each a group, a
     shorthand, a dict or None) and the deprecated flat keywords ``flat`` that were passed
     (each warns, see :func:`~latentgp.options.resolve_group`).  ``mean_step`` resolves to
-    ``"gradient"`` or a :class:`Newton`; the flat ``newton_*`` keywords need the Newton
-    step."""
+    ``"gradient"``, ``"auto"`` (chosen at the first fit) or a :class:`Newton`; the flat
+    ``newton_*`` keywords need the Newton step."""
     groups = dict(GROUPS)
-    if given.get("mean_step") == "gradient":
+    if given.get("mean_step") in ("gradient", "auto"):
         passed = [keyword for keyword in flat if FLAT_KEYWORDS[keyword][0] == "mean_step"]
         if passed:
             raise ValueError(
                 f"{model}: {passed[0]}= sets the Newton mean step, but mean_step is "
-                "'gradient'; write mean_step=lg.QSGP.Newton(...)"
+                f"{given['mean_step']!r}; write mean_step=lg.QSGP.Newton(...)"
             )
         del groups["mean_step"]
     out = resolve_groups(groups, FLAT_KEYWORDS, given, flat, model=model)
-    out.setdefault("mean_step", "gradient")
+    out.setdefault("mean_step", given.get("mean_step") or "gradient")
     return out
 
 
