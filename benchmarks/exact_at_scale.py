@@ -387,9 +387,13 @@ NOTES = [
     "value-only evaluation on all 41,157 rows (CG to `tol` 1e-2 with 16 probes, "
     "rank-256 preconditioner, no gradient) had not finished after 35 CPU minutes, i.e. "
     "more than about 120 products of the 17 columns at the measured 14 to 17 CPU s "
-    "each. The iterative path at this N is bound by the number of CG iterations: the "
-    "next run needs the iteration count per solve (a progress record inside CG) and a "
-    "larger preconditioner rank. |",
+    "each. The iterative path at this N is bound by the number of CG iterations. "
+    "**Session 19** ([CG iterations on protein](exact_cg_record.md), with the record CG "
+    "now keeps of every solve): at the same kind of hyperparameters the iterations grow "
+    "with N at a fixed rank (rank 256: 30, 47, 69 at 5,000, 10,000, 20,000 rows; rank "
+    "1,024: 12, 20, 36), so all 41,157 rows need about 100 (rank 256) or 65 (rank 1,024) "
+    "products of 14.5 CPU s: one evaluation is 17 to 24 CPU minutes, and training (at "
+    "least 4 evaluations) cannot finish in 30 minutes on these 2 cores; not rerun. |",
     "| N = 2 x 10^5 synthetic, one evaluation and prediction | not run: at (2 x 10^5 / "
     "41,157)^2 = 24 times the measured 14 to 17 CPU s, one product is 6 to 7 CPU "
     "minutes, and an evaluation of tens of iterations several CPU hours |",
