@@ -667,3 +667,33 @@ def test_anchor_every_is_checked_and_a_file_without_mean_step_loads_as_gradient(
     cfg = lg.QSGP(30).get_config()
     del cfg["mean_step"]
     assert lg.QSGP.from_config(cfg).mean_step == "gradient"
+
+
+def test_default_fit_pretrains_the_kernel_keeps_it_and_picks_the_mean_step():
+    """The default Gaussian random-feature fit: the kernel and noise of an exact GP on
+    1,000 random rows (re-derived here by fitting that exact GP independently), the
+    kernel kept through training and the noise learned; on at least 1,000 rows the
+    anchored Newton step with its own fit defaults (n~ = min(N, 2,000)); below, the
+    gradient step."""
+    from latentgp.models.exact import pretrain_subset
+
+    X, y = _data(n=1200, d=2, seed=5)
+    assert lg.QSGP().hyperparameters.pretrain_rows == 1000
+    m = lg.QSGP(num_basis=200, hyperparameters={"pretrain_rows": 300})  # 300: a faster test
+    m.fit(X, y, max_steps=20, seed=0, progress=False)
+    assert isinstance(m.mean_step, Newton) and m.history_.batch_size == 1200
+    pre, train = m.history_.stages
+    assert pre["stage"] == "pretrain" and pre["rows"] == 300 and pre["reason"] == "converged"
+    assert train["rows"] == 1200 and any("pretrained by an exact GP" in e
+                                         for e in m.history_.events)
+    idx = pretrain_subset(1200, 300, m.basis.seed).numpy()
+    ys = m.scale_targets(y).numpy()
+    ex = lg.ExactGP(normalize_y=False).fit(X[idx], ys[idx], seed=0, progress=False)
+    assert torch.allclose(m.kernel.lengthscale, ex.kernel.lengthscale, rtol=1e-5)
+    assert torch.allclose(m.kernel.variance, ex.kernel.variance, rtol=1e-5)
+    # the noise was learned in the 20 steps: it left the exact GP's value
+    assert not torch.allclose(m.likelihood.variance, ex.likelihood.variance, rtol=1e-3)
+    assert m.learn_hyperparameters == "noise" and m.get_config()["learn_hyperparameters"] == "noise"
+    small = lg.QSGP(num_basis=50, hyperparameters={"pretrain_rows": 300})
+    small.fit(X[:400], y[:400], max_steps=3, seed=0, progress=False)
+    assert small.mean_step == "gradient" and small.history_.batch_size == 400

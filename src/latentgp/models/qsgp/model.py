@@ -481,6 +481,7 @@ class QSGP(GPModel):
         return DEFAULT_HYPER_LR["newton" if isinstance(self.mean_step, Newton) else "gradient"]
 
     def _default_fit_args(self, N: int) -> dict[str, Any]:
+        self._resolve_mean_step(N)  # the fit's defaults depend on the step
         args = {"optimizer": self.default_optimizer, "lr": self.default_lr}
         if not isinstance(self.mean_step, Newton):
             return {**args, "batch_size": min(N, 500)}
