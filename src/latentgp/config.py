@@ -58,6 +58,11 @@ class Config:
         matrix products plus ~15 M^3, loses up to ``eps * cond(Kzz)`` of a variance to
         cancellation) or ``"auto"`` (``"quad"`` in float64 when the batch has at least
         2 M points and Kzz is well conditioned, else ``"solve"``).
+    distributed:
+        Whether a fit inside an initialised ``torch.distributed`` default group trains
+        data-parallel in it (default True).  False: every fit in the block runs in this
+        process alone, as without a group (a model's local sub-fit, such as QSGP's
+        pretraining of its hyperparameters on the same rows in every process).
     """
 
     dtype: torch.dtype = torch.float64
@@ -69,8 +74,11 @@ class Config:
     num_predictive_samples: int | None = None
     num_quadrature_nodes: int = 128
     marginals: str = "auto"
+    distributed: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.distributed, bool):
+            raise ValueError(f"config distributed must be True or False, got {self.distributed!r}")
         if self.marginals not in ("auto", "solve", "quad"):
             raise ValueError(
                 f"config marginals must be 'auto', 'solve' or 'quad', got {self.marginals!r}"

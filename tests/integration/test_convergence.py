@@ -307,9 +307,11 @@ def _budget_cases():
         "exact_max_steps": (lambda: lg.ExactGP(), X, y),
         "exact_tol": (lambda: lg.ExactGP(), X, y),
         "sep_max_steps": (lambda: lg.SEP(num_inducing=6), Xc, yc),
-        # recorded with the seed's gradient mean step, QSGP's default then
+        # recorded with the seed's gradient mean step and learned hyperparameters from
+        # their initial values, QSGP's defaults then
         "qsgp_max_steps": (
-            lambda: lg.QSGP(num_basis=60, basis_batch=20, mean_step="gradient"), X, y
+            lambda: lg.QSGP(num_basis=60, basis_batch=20, mean_step="gradient",
+                            hyperparameters={"pretrain_rows": 0}), X, y
         ),
     }
 

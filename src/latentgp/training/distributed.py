@@ -24,10 +24,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..config import get_config
+
 
 def world() -> tuple[int, int]:
-    """``(rank, world_size)``; ``(0, 1)`` when no process group is initialised."""
-    if dist.is_available() and dist.is_initialized():
+    """``(rank, world_size)``; ``(0, 1)`` when no process group is initialised, or inside
+    ``latentgp.config(distributed=False)``."""
+    if get_config().distributed and dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 

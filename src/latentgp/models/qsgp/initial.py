@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ...config import config
 from ...likelihoods import Gaussian
 from ...linalg import cholesky
 from ..exact import ExactGP, pretrain_subset
@@ -88,8 +89,9 @@ def pretrain_hyperparameters(model: Any, X: torch.Tensor, y: torch.Tensor,
     """Set ``model``'s kernel and noise hyperparameters to those of an exact GP fitted by
     Cholesky and L-BFGS, to convergence, on ``min(rows, N)`` training rows drawn by
     :func:`~latentgp.models.exact.pretrain_subset` of ``basis.seed`` (the seed's
-    protocol).  ``X`` ``(N, D)``, ``y`` ``(N,)`` are the model's inputs and *scaled*
-    targets, so the exact GP does not rescale them (``normalize_y=False``) and its
+    protocol), in this process alone (inside a process group every process fits the same
+    rows to the same values).  ``X`` ``(N, D)``, ``y`` ``(N,)`` are the model's inputs and
+    *scaled* targets, so the exact GP does not rescale them (``normalize_y=False``) and its
     hyperparameters carry over in the model's units.  Returns the stage's record (rows,
     steps, reason, seconds, CPU seconds, the exact GP's log marginal likelihood)."""
     n = min(int(rows), X.shape[0])
@@ -97,7 +99,8 @@ def pretrain_hyperparameters(model: Any, X: torch.Tensor, y: torch.Tensor,
     t0, c0 = time.perf_counter(), time.process_time()
     exact = ExactGP(kernel=model.kernel, likelihood=type(model.likelihood)(),
                     normalize_y=False, dtype=X.dtype, device=X.device)
-    exact.fit(X[idx], y[idx], seed=model.basis.seed, progress=False)
+    with config(distributed=False):  # the same rows and fit in every process of a group
+        exact.fit(X[idx], y[idx], seed=model.basis.seed, progress=False)
     with torch.no_grad():
         model.kernel.load_state_dict(exact.kernel.state_dict())
         model.likelihood.load_state_dict(exact.likelihood.state_dict())

@@ -546,8 +546,8 @@ class QSGP(GPModel):
             kept = {False: "kept", True: "then learned",
                     "noise": "the kernel's kept, the noise then learned"}[
                 self.learn_hyperparameters]
-            h.events.append(
-                f"hyperparameters pretrained by an exact GP on {stage['rows']} of "
+            h.events.insert(  # first: it came before every step (and a resume's event)
+                0, f"hyperparameters pretrained by an exact GP on {stage['rows']} of "
                 f"{X.shape[0]} rows ({stage['steps']} L-BFGS steps, {stage['reason']}) "
                 f"and {kept}")
             self.pretrain_stage_ = None
