@@ -59,6 +59,14 @@ def summary(row: dict[str, Any]) -> dict[str, Any]:
     best = best_nlpd(row)
     level = best + row["tol"]
     reach = {lab: first_time_below(c, level) for lab, c in row["curves"].items()}
+    if all(t == 0 for t in reach.values()):
+        # the level is the untrained model's (every race starts from the same state): no
+        # configuration got better than the start within the budget, so there is no time
+        # to compare; the row says so instead of showing zeros
+        return {"best": best, "level": level, "reach": dict.fromkeys(reach),
+                "lg_best": None, "peer_best": None, "ratio_peer": None,
+                "ratio_peer_bound": None, "ratio_default": None, "default_reach": None,
+                "no_progress": True}
     lg_times = [t for lab, t in reach.items() if LIBRARY.get(lab) == "latentgp" and t is not None]
     peer = {lab: t for lab, t in reach.items() if LIBRARY.get(lab) not in (None, "latentgp")}
     peer_times = [t for t in peer.values() if t is not None]
@@ -145,6 +153,8 @@ def fmt_time(t: float | None) -> str:
 
 
 def _ratio(s: dict[str, Any]) -> str:
+    if s.get("no_progress"):
+        return "n/a (no configuration improved on the start within the budget)"
     if s["lg_best"] is None:
         return "latentgp not reached"
     if s["lg_best"] == 0:
@@ -165,6 +175,8 @@ def _default_cells(row: dict[str, Any], s: dict[str, Any]) -> list[str]:
                     "n/a", "n/a"]
         return ["not run", "not run", "n/a"]
     total = f"{d['total_seconds']:.1f} ({d['final_nlpd']:.3f}, {d['reason']})"
+    if s.get("no_progress"):
+        return ["n/a (no race level)", total, "n/a"]
     if d.get("every"):
         total += f", scored every {d['every']} steps"
     if s["ratio_default"] is not None:
@@ -189,6 +201,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             continue  # a default-only row without its race
         s = summary(r)
         cells = [fmt_time(s["reach"][lab]) if lab in s["reach"] else "skipped" for lab in labels]
+        if s.get("no_progress"):
+            cells = ["no better than the start" if lab in s["reach"] else "skipped"
+                     for lab in labels]
         wall = " (wall s)" if r.get("clock") == "wall" else ""
         out.append(
             f"| {r['set']}{wall} | {r['likelihood']} | {r['split']} | {r['M']} | "

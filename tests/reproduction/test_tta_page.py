@@ -56,6 +56,22 @@ def test_time_to_level_and_ratios(tp):
     assert s["ratio_default"] is None and s["default_reach"] is None
 
 
+def test_a_race_where_nothing_beat_the_start_shows_no_times(tp):
+    """Every configuration starts from the same model; if none got below its test NLPD
+    within the budget, the level is the start's and every 'time' would be 0: the row
+    says so instead (flights at M = 1,024 and 150 CPU s, session 19)."""
+    worse = {lab: _curve([0, 10, 20], [1.0, 1.4, 1.2]) for lab in _race()["curves"]}
+    row = dict(_race(), curves=worse, tol=0.01, likelihood="gaussian")
+    row["default"] = {"curve": _curve([5, 9], [1.3, 0.95]), "total_seconds": 9.0,
+                      "final_nlpd": 0.95, "reason": "converged"}
+    s = tp.summary(row)
+    assert s["no_progress"] and s["lg_best"] is None and s["ratio_default"] is None
+    assert all(t is None for t in s["reach"].values())
+    line = tp.table([row])[-1]
+    assert "no better than the start" in line and "no configuration improved" in line
+    assert " 0.0 " not in line
+
+
 def test_merge_old_rows_and_default_only(tp):
     old = {"args": {"tol": 0.01, "budget": 90.0, "budget_large": 150.0},
            "provenance": {"command": "python a", "commit": "abc"},
