@@ -697,3 +697,17 @@ def test_default_fit_pretrains_the_kernel_keeps_it_and_picks_the_mean_step():
     small = lg.QSGP(num_basis=50, hyperparameters={"pretrain_rows": 300})
     small.fit(X[:400], y[:400], max_steps=3, seed=0, progress=False)
     assert small.mean_step == "gradient" and small.history_.batch_size == 400
+
+
+def test_newton_step_without_its_anchor_warns_at_the_fit():
+    """A minibatch below 4 x the basis batch leaves the Newton step without its anchor
+    (it stalls at a noise floor): the fit says so; the default batch does not."""
+    X, y = _data(n=1200, d=2, seed=5)
+    kw = {"num_basis": 100, "hyperparameters": {"pretrain_rows": 0}}
+    with pytest.warns(lg.TrainingWarning, match="Newton mean step runs without its anchor"):
+        lg.QSGP(**kw).fit(X, y, batch_size=300, max_steps=2, seed=0, progress=False)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lg.TrainingWarning)
+        lg.QSGP(**kw).fit(X, y, max_steps=2, seed=0, progress=False)

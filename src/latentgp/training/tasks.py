@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,14 @@ from ..models.sep import SEP
 from ..parameters import adopt_input_unit, positive_raw_parameters, sharded_column_unit
 from ..validation import check_positive_float
 from . import distributed as D
-from .loop import RestoringTask, Sampler, StepTask, plan_fingerprint, total_steps
+from .loop import (
+    RestoringTask,
+    Sampler,
+    StepTask,
+    TrainingWarning,
+    plan_fingerprint,
+    total_steps,
+)
 from .optim import SparseRowOptimizer, make_optimizer, make_sign_adaptive
 
 __all__ = [
@@ -443,6 +451,8 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
     else:  # the basis is every training input: the rows must be in memory
         Xt, yt = read_rows(model, data.source)
         X, ys = Xt, model.initialize_training(Xt, yt, seed=opts.seed)
+    for message in model.fit_warnings(N, B):
+        warnings.warn(message, TrainingWarning, stacklevel=4)
     if opts.seed is not None:
         torch.manual_seed(opts.seed)  # inside the fit's private random state
     closed_form = model.start_training(
