@@ -466,7 +466,8 @@ def qsgp_plan(model: QSGP, data: FitData, opts: FitOptions) -> FitPlan:
     task = QSGPTask(model, X, ys, B, sampler, rows, hopt, reduce)
     plan = make_plan(model, task, sampler, opts, reduce, identity={"m": model.m})
     plan.tol = tol
-    plan.finish = lambda: model.finish_training(X, closed_form=closed_form, seed=opts.seed)
+    plan.finish = lambda: model.finish_training(X, closed_form=closed_form, seed=opts.seed,
+                                                y=ys)
     return plan
 
 

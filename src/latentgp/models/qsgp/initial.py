@@ -21,10 +21,11 @@ from ...config import config
 from ...likelihoods import Gaussian
 from ...linalg import cholesky
 from ..exact import ExactGP, pretrain_subset
-from .factor import optimal_log_diagonal
+from .factor import column_values, optimal_log_diagonal
 
 __all__ = [
-    "closed_form_log_diagonal", "column_norms", "initial_values", "pretrain_hyperparameters",
+    "closed_form_log_diagonal", "column_norms", "initial_values", "optimal_noise_variance",
+    "pretrain_hyperparameters",
 ]
 
 
@@ -109,3 +110,35 @@ def pretrain_hyperparameters(model: Any, X: torch.Tensor, y: torch.Tensor,
             "reason": h.reason, "seconds": time.perf_counter() - t0,
             "cpu_seconds": time.process_time() - c0,
             "objective": h.objective[-1] if h.objective else None}
+
+
+@torch.no_grad()
+def optimal_noise_variance(model: Any, X: Any, y: Any, chunk: int = 4096) -> float:
+    """The Gaussian ELBO's optimal noise variance at the current q(w) and kernel:
+    ``(|y - Phi mu|^2 + |Phi C|_F^2) / N`` (the expected squared residual under q), in the
+    model's scaled-target units.  ``X`` ``(N, D)`` (a tensor or lazy rows) and the scaled
+    targets ``y`` ``(N,)``; O(N m), ``chunk`` basis functions and ``2^22 / chunk`` rows at a
+    time.  ``|Phi C|^2`` splits into the diagonal columns, ``sum_r c_rr^2 |phi_r|^2``, and
+    the ``k`` dense columns, ``|Phi C[:, :k]|^2``."""
+    m, k, N = model.m, model.k, X.shape[0]
+    c = torch.exp(model.c_raw)
+    all_rows = torch.arange(m, device=model.mu.device)
+    dense = (column_values(all_rows, torch.arange(k, device=c.device), model.c_dense,
+                           model.c_raw) if k else None)
+    rows = max(1, 2**22 // chunk)
+    total = 0.0
+    for r0 in range(0, N, rows):
+        Xb, yb = X[r0 : r0 + rows], y[r0 : r0 + rows]
+        f = torch.zeros_like(yb)
+        dense_part = torch.zeros(yb.shape[0], k, dtype=yb.dtype, device=yb.device)
+        diag_part = yb.new_zeros(())
+        for c0 in range(0, m, chunk):
+            idx = torch.arange(c0, min(c0 + chunk, m), device=model.mu.device)
+            Phi = model.features(Xb, idx)
+            f += Phi @ model.mu[idx]
+            keep = idx >= k  # columns of C that are diagonal only
+            diag_part += (Phi[:, keep] ** 2 @ c[idx[keep]] ** 2).sum()
+            if k:
+                dense_part += Phi @ dense[idx]
+        total += float(((yb - f) ** 2).sum() + diag_part + (dense_part**2).sum())
+    return total / N

@@ -39,6 +39,7 @@ from .initial import (
     closed_form_log_diagonal,
     column_norms,
     initial_values,
+    optimal_noise_variance,
     pretrain_hyperparameters,
 )
 from .options import (
@@ -549,11 +550,27 @@ class QSGP(GPModel):
             )
         return bool(cfd)
 
-    def finish_training(self, X: torch.Tensor, *, closed_form: bool, seed: int | None) -> None:
-        """After the last step: the closed-form diagonal (and the control variate built
-        on it) at the final parameters, when ``closed_form``; a fit that pretrained the
-        hyperparameters records both stages in ``history_.stages`` and says so in its
+    def finish_training(self, X: torch.Tensor, *, closed_form: bool, seed: int | None,
+                        y: torch.Tensor | None = None) -> None:
+        """After the last step: with ``learn_hyperparameters="noise"`` (the pretrained
+        default) and the scaled targets ``y``, the noise at the ELBO's optimum for the final
+        q(w) (:func:`~latentgp.models.qsgp.initial.optimal_noise_variance`; Adam moves the
+        log noise by at most its learning rate a step, and the noise has to rise from the
+        exact GP's to the features' residual level), alternated twice with the closed-form
+        diagonal when ``closed_form``; the closed-form diagonal (and the control variate
+        built on it) at the final parameters, when ``closed_form``; a fit that pretrained
+        the hyperparameters records both stages in ``history_.stages`` and says so in its
         events."""
+        if self.learn_hyperparameters == "noise" and y is not None and self._is_gaussian():
+            before = float(self.likelihood.variance)
+            for _ in range(2 if closed_form else 1):
+                self.likelihood.variance = optimal_noise_variance(self, X, y)
+                if closed_form:
+                    self._closed_form_diagonal(X)
+            if self.history_ is not None:
+                self.history_.events.append(
+                    f"noise variance set to the ELBO's optimum at the final q: {before:.4g} "
+                    f"-> {float(self.likelihood.variance):.4g} (scaled units)")
         stage = getattr(self, "pretrain_stage_", None)
         if stage is not None and self.history_ is not None:
             h = self.history_
