@@ -562,7 +562,7 @@ class QSGP(GPModel):
         the hyperparameters records both stages in ``history_.stages`` and says so in its
         events."""
         if self.learn_hyperparameters == "noise" and y is not None and self._is_gaussian():
-            before = float(self.likelihood.variance)
+            before = float(self.likelihood.variance.detach())
             for _ in range(2 if closed_form else 1):
                 self.likelihood.variance = optimal_noise_variance(self, X, y)
                 if closed_form:
@@ -570,7 +570,7 @@ class QSGP(GPModel):
             if self.history_ is not None:
                 self.history_.events.append(
                     f"noise variance set to the ELBO's optimum at the final q: {before:.4g} "
-                    f"-> {float(self.likelihood.variance):.4g} (scaled units)")
+                    f"-> {float(self.likelihood.variance.detach()):.4g} (scaled units)")
         stage = getattr(self, "pretrain_stage_", None)
         if stage is not None and self.history_ is not None:
             h = self.history_
