@@ -86,7 +86,9 @@ def test_resume_matches_uninterrupted_run(case, tmp_path):
     assert first.history_.steps == stop and first.history_.stopped == "callback"
     second = make().fit(X, y, **kw, checkpoint=ck, resume=True)
     assert second.history_.steps == ref.history_.steps
-    assert second.history_.events[-1] == f"resumed from {ck} at step {stop}"
+    # the resume is recorded (a model's end-of-fit events, e.g. QSGP's final noise step,
+    # may follow it)
+    assert f"resumed from {ck} at step {stop}" in second.history_.events
     _assert_same(_state(second), _state(ref))  # bit for bit
     # resuming a finished run takes no step and changes nothing
     third = make().fit(X, y, **kw, checkpoint=ck, resume=True)

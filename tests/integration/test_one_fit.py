@@ -175,7 +175,9 @@ def test_ctrl_c_then_resume_equals_uninterrupted(case, tmp_path):
         first.fit(_source(path, tmp_path / "c"), **kw, checkpoint=ck, callbacks=[interrupt])
     assert first.history_.stopped == f"interrupted at step {stop}"
     resumed = make().fit(_source(path, tmp_path / "c"), **kw, checkpoint=ck, resume=True)
-    assert resumed.history_.events[-1] == f"resumed from {ck} at step {stop}"
+    # the resume is recorded (a model's end-of-fit events, e.g. QSGP's final noise step,
+    # may follow it)
+    assert f"resumed from {ck} at step {stop}" in resumed.history_.events
     _assert_same(_state(resumed), _state(ref))
 
 
