@@ -430,7 +430,13 @@ NOTES = [
     "resident memory reached 7.6 GB (the kernel matrix is formed; latentgp's CG row at "
     "this size peaked at 0.96 GB). At N = 1,000 (a smoke run of the same runner, float64) "
     "its log p(y) was -875.68 against the Cholesky -875.43 and its CPU seconds per "
-    "evaluation 0.10, the Cholesky path's 0.10 |",
+    "evaluation 0.10, the Cholesky path's 0.10. **Session 19 rerun** (`exact_at_scale.py "
+    "--add-gpytorch 20000`, commit d850ef6's runner, same settings, one thread, beside "
+    "two other benchmarks then CI, load 3 to 5): stopped again, for the session's end, "
+    "after 32.7 CPU minutes (38 minutes wall) without a result line, resident memory "
+    "5.4 GB; latentgp's CG row at this size takes 3.9 CPU minutes per evaluation with "
+    "gradient (table above). The runner prints only at its end, so where the time went "
+    "(its two evaluations or the 4,000 test means) is not known |",
     "| GPyTorch at N = 10^5 | its default path forms the N x N kernel matrix (40 GB in "
     "float32), more than this machine's 23 GB |",
     "| GPyTorch trained (its final RMSE after its own fit) | the GPyTorch row evaluates "
