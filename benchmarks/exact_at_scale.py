@@ -431,7 +431,7 @@ NOTES = [
     "this size peaked at 0.96 GB). At N = 1,000 (a smoke run of the same runner, float64) "
     "its log p(y) was -875.68 against the Cholesky -875.43 and its CPU seconds per "
     "evaluation 0.10, the Cholesky path's 0.10. **Session 19 rerun** (`exact_at_scale.py "
-    "--add-gpytorch 20000`, started at commit d9328b9, the same runner and settings, one thread, beside "
+    "--add-gpytorch 20000`, started at 08:31 UTC, the runner and settings unchanged, one thread, beside "
     "two other benchmarks then CI, load 3 to 5): stopped again, for the session's end, "
     "after 32.7 CPU minutes (38 minutes wall) without a result line, resident memory "
     "5.4 GB; latentgp's CG row at this size takes 3.9 CPU minutes per evaluation with "
