@@ -330,6 +330,10 @@ class CGResult:
     residuals: torch.Tensor
     seconds: float = 0.0
 
+    def largest_residuals(self) -> list[float]:
+        """The largest relative residual over the columns after each iteration."""
+        return self.residuals.max(1).values.tolist() if self.iterations else []
+
 
 @dataclasses.dataclass(frozen=True)
 class CGProgress:
@@ -552,7 +556,7 @@ class _IterativeLogMarginal(torch.autograd.Function):
             converged=res.converged, logdet=float(logdet), rank=pre.rank,
             seconds=res.seconds,
             # the largest relative residual after each iteration: the solve's record
-            residuals=res.residuals.max(1).values.tolist() if res.iterations else [],
+            residuals=res.largest_residuals(),
         )
         info["solution"] = alpha  # (N, P): a starting guess for the next solve
         t = opts.num_probes

@@ -346,8 +346,7 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
             self.last_cg = {"iterations": last.iterations,
                             "residual": float(last.residual.max()),
                             "converged": last.converged, "seconds": last.seconds,
-                            "residuals": (last.residuals.max(1).values.tolist()
-                                          if last.iterations else [])}
+                            "residuals": last.largest_residuals()}
             if self.iterative.variance == "love":
                 solver.love = LoveCache(solver.operator, solver.preconditioner, R[:, 0],
                                         self.iterative.love_rank)

@@ -563,9 +563,10 @@ class QSGP(GPModel):
         events."""
         if self.learn_hyperparameters == "noise" and y is not None and self._is_gaussian():
             before = float(self.likelihood.variance.detach())
-            for _ in range(2 if closed_form else 1):
+            rounds = 2 if closed_form else 1
+            for i in range(rounds):
                 self.likelihood.variance = optimal_noise_variance(self, X, y)
-                if closed_form:
+                if closed_form and i < rounds - 1:  # the last one is set below
                     self._closed_form_diagonal(X)
             if self.history_ is not None:
                 self.history_.events.append(
