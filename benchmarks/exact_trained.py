@@ -10,6 +10,10 @@ resident memory is the part's own):
   on the CG / SLQ objective, then CG predictive means and LOVE variances of the test
   rows (``history_`` records the stages);
 * ``svgp``: ``lg.SVGP(1024).fit(X, y, seed=0)``, SVGP's default fit;
+* ``gpytorch``: GPyTorch's exact GP trained its own way on the same rows
+  (``peers/gpytorch_exact_runner.py --train-steps``: Adam from its initial values, its
+  defaults for large N, float32 unless ``--gpytorch-dtype``), in GPyTorch's venv
+  (``$GPYTORCH_PYTHON``; on the device machine, whose python holds GPyTorch, this python);
 * ``synthetic``: one CG / SLQ evaluation with gradient and the test means of an exact
   GP on ``--synthetic-n`` points of a smooth 4-D function with noise standard deviation
   0.3 (hyperparameters at their true values), to measure the per-iteration cost.
@@ -22,6 +26,13 @@ Each row records wall and CPU seconds, the process's peak RSS and the RSS of a b
 
 Writes the row into ``docs/results/exact_at_scale.json`` (key ``"trained"``, each row
 with its own provenance) and re-renders ``exact_at_scale.md``.
+
+On a GPU (``--device cuda``, e.g. the lent device machine) the row is written to ``--out``
+instead (the page is rendered where the repository is: ``--store-from FILE`` adds it);
+the row then also records the device's peak allocated memory.
+
+    python benchmarks/exact_trained.py --part exact --device cuda --out $OUT/exact.json
+    python benchmarks/exact_trained.py --store-from exact.json
 """
 
 from __future__ import annotations
@@ -68,6 +79,19 @@ def protein(max_rows: int | None = None):
     return X, y, Xs, ys
 
 
+def sync(device: str) -> None:
+    """Wait for the device's queued work (timings on a GPU end there)."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def device_peak_mb(device: str) -> float | None:
+    """Peak memory torch allocated on ``device`` so far (None on the CPU)."""
+    if not device.startswith("cuda"):
+        return None
+    return torch.cuda.max_memory_allocated() / 2**20
+
+
 def scores(model, Xs, ys) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     mean, var = model.predict_y(Xs)
@@ -79,10 +103,11 @@ def scores(model, Xs, ys) -> dict:
             "predict_cpu_seconds": cpu}
 
 
-def run_exact(X, y, Xs, ys, kwargs: dict) -> dict:
-    model = lg.ExactGP(solver="cg", **kwargs)
+def run_exact(X, y, Xs, ys, kwargs: dict, device: str = "cpu") -> dict:
+    model = lg.ExactGP(solver="cg", device=device, **kwargs)
     t0, c0 = time.perf_counter(), time.process_time()
     model.fit(X, y, seed=0, progress=True)
+    sync(device)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     h = model.history_
     print(json.dumps({"fit_seconds": seconds, "fit_cpu_seconds": cpu, "stages": h.stages,
@@ -90,7 +115,8 @@ def run_exact(X, y, Xs, ys, kwargs: dict) -> dict:
     row = {"model": "ExactGP(solver='cg')", "options": {k: str(v) for k, v in kwargs.items()},
            "n": int(X.shape[0]), "fit_seconds": seconds, "fit_cpu_seconds": cpu,
            "steps": h.steps, "reason": h.reason, "stages": h.stages,
-           "last_cg": dict(model.last_cg), "peak_rss_fit_mb": peak_rss_mb()}
+           "last_cg": dict(model.last_cg), "peak_rss_fit_mb": peak_rss_mb(),
+           "device_peak_fit_mb": device_peak_mb(device)}
     row.update(scores(model, Xs, ys))
     row["last_cg_predict"] = dict(model.last_cg)
     row["lengthscale"] = model.kernel.lengthscale.detach().reshape(-1).tolist()
@@ -99,10 +125,11 @@ def run_exact(X, y, Xs, ys, kwargs: dict) -> dict:
     return row
 
 
-def run_svgp(X, y, Xs, ys, num_inducing: int) -> dict:
-    model = lg.SVGP(num_inducing)
+def run_svgp(X, y, Xs, ys, num_inducing: int, device: str = "cpu") -> dict:
+    model = lg.SVGP(num_inducing, device=device)
     t0, c0 = time.perf_counter(), time.process_time()
     model.fit(X, y, seed=0)
+    sync(device)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     h = model.history_
     row = {"model": f"SVGP(M={num_inducing})", "n": int(X.shape[0]), "fit_seconds": seconds,
@@ -112,28 +139,53 @@ def run_svgp(X, y, Xs, ys, num_inducing: int) -> dict:
     return row
 
 
-def run_synthetic(n: int, n_test: int = 2_000) -> dict:
+def run_gpytorch(X, y, Xs, ys, args) -> dict:
+    import tempfile
+
+    python = os.environ.get("GPYTORCH_PYTHON", "/work/venvs/gpytorch/bin/python")
+    if not os.path.exists(python):
+        python = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data.npz")
+        np.savez(path, X_train=X, y_train=y, X_test=Xs, y_test=ys, y_mean=0.0, y_scale=1.0)
+        out = subprocess.run(
+            [python, os.path.join(HERE, "peers", "gpytorch_exact_runner.py"), path,
+             "--dtype", args.gpytorch_dtype, "--device", args.device,
+             "--train-steps", str(args.gpytorch_steps), "--lr", str(args.gpytorch_lr),
+             "--time-limit", str(args.gpytorch_time_limit)],
+            capture_output=True, text=True, check=True)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    s = sorted(row["seconds_per_step"])
+    return {**row, "model": f"GPyTorch ExactGP ({args.gpytorch_dtype}, Adam lr {args.gpytorch_lr})",
+            "steps": row["train_steps"], "reason": "budget",
+            "median_step_seconds": s[len(s) // 2], "fit_cpu_seconds": None,
+            "peak_rss_fit_mb": row["peak_rss_mb"]}
+
+
+def run_synthetic(n: int, n_test: int = 2_000, device: str = "cpu") -> dict:
     gen = np.random.default_rng(0)
     Xa = gen.uniform(-2.0, 2.0, (n + n_test, 4))
     fa = np.sin(2 * Xa[:, 0]) + np.cos(Xa[:, 1] * Xa[:, 2]) + 0.5 * Xa[:, 3]
     ya = fa + 0.3 * gen.standard_normal(n + n_test)
     X, y, Xs, fs = Xa[:n], ya[:n], Xa[n:], fa[n:]
-    model = lg.ExactGP(solver="cg", normalize_y=False,
+    model = lg.ExactGP(solver="cg", normalize_y=False, device=device,
                        iterative={"variance": "cg"}).initialize(X[:10], y[:10])
     with torch.no_grad():
-        model.kernel.lengthscale = torch.full((4,), 0.8, dtype=torch.float64)
-        model.kernel.variance = torch.tensor(1.0, dtype=torch.float64)
-        model.likelihood.variance = torch.tensor(0.09, dtype=torch.float64)
+        model.kernel.lengthscale = [0.8] * 4
+        model.kernel.variance = 1.0
+        model.likelihood.variance = 0.09
     model.set_data(X, y)
     Xt, yt = model.X_train, model.y_train
     t0, c0 = time.perf_counter(), time.process_time()
     obj = model.objective(Xt, yt, n)
     obj.backward()
+    sync(device)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     info = dict(model.last_cg)
     t1, c1 = time.perf_counter(), time.process_time()
     mean = np.asarray(model.predict_f(Xs)[0]).reshape(-1)
     return {"model": "ExactGP(solver='cg') one evaluation", "n": n, "lml": float(obj),
+            "device_peak_eval_mb": device_peak_mb(device),
             "eval_seconds": seconds, "eval_cpu_seconds": cpu, "eval_cg": info,
             "predict_mean_seconds": time.perf_counter() - t1,
             "predict_mean_cpu_seconds": time.process_time() - c1,
@@ -141,33 +193,61 @@ def run_synthetic(n: int, n_test: int = 2_000) -> dict:
             "peak_rss_fit_mb": peak_rss_mb()}
 
 
-def store(row: dict) -> None:
+def store(records: list) -> None:
+    """Add stamped rows (``{"results": row, "provenance": ...}``) to the .json, replacing
+    a stored row of the same model, N and device, and re-render the page."""
     with open(JSON) as fh:
         stored = json.load(fh)
-    rows = [r for r in stored.get("trained", [])
-            if (r["results"]["model"], r["results"]["n"]) != (row["model"], row["n"])]
-    stored["trained"] = [*rows, stamp({"results": row})]
+
+    def key(rec):
+        r = rec["results"]
+        return r["model"], r["n"], r.get("device", "cpu")
+
+    for rec in records:
+        stored["trained"] = [r for r in stored.get("trained", []) if key(r) != key(rec)]
+        stored["trained"].append(rec)
     with open(JSON, "w") as fh:
         json.dump(stored, fh, indent=1)
     subprocess.run([sys.executable, os.path.join(HERE, "exact_at_scale.py"), "--render"],
                    check=True)
 
 
+def store_from(path: str) -> None:
+    """Store the rows of ``path`` (one stamped JSON object per line, written by ``--out``)."""
+    with open(path) as fh:
+        store([json.loads(line) for line in fh if line.strip()])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=("exact", "svgp", "synthetic"), default="exact")
+    ap.add_argument("--part", choices=("exact", "svgp", "gpytorch", "synthetic"),
+                    default="exact")
     ap.add_argument("--finetune-steps", type=int, default=None,
                     help="exact part: full-data L-BFGS steps (default: the library's, 3)")
     ap.add_argument("--num-inducing", type=int, default=1024)
     ap.add_argument("--synthetic-n", type=int, default=200_000)
+    ap.add_argument("--gpytorch-steps", type=int, default=50)
+    ap.add_argument("--gpytorch-lr", type=float, default=0.1)
+    ap.add_argument("--gpytorch-dtype", default="float32")
+    ap.add_argument("--gpytorch-time-limit", type=float, default=float("inf"),
+                    help="seconds after which GPyTorch's training stops (the row says so)")
+    ap.add_argument("--device", default="cpu", help="torch device of the models (cpu, cuda)")
+    ap.add_argument("--out", default=None,
+                    help="append the stamped row to this file (one JSON line) instead of "
+                    "storing it in docs/results")
+    ap.add_argument("--store-from", default=None,
+                    help="store the rows of a file written by --out, render, and exit")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run on the first 2,000 training rows (pretraining on 500); "
                     "printed, nothing written")
     args = ap.parse_args()
+    if args.store_from:
+        store_from(args.store_from)
+        return
     load_before = os.getloadavg()
     base = baseline_rss_mb()
     if args.part == "synthetic":
-        row = run_synthetic(2_000 if args.quick else args.synthetic_n)
+        row = run_synthetic(2_000 if args.quick else args.synthetic_n, device=args.device)
     else:
         X, y, Xs, ys = protein(2_000 if args.quick else None)
         if args.part == "exact":
@@ -175,15 +255,24 @@ def main() -> None:
             if args.finetune_steps is not None:
                 it["finetune_steps"] = args.finetune_steps
             kw = {"iterative": it} if it else {}
-            row = run_exact(X, y, Xs, ys, kw)
+            row = run_exact(X, y, Xs, ys, kw, device=args.device)
+        elif args.part == "gpytorch":
+            row = run_gpytorch(X, y, Xs, ys, args)
         else:
-            row = run_svgp(X, y, Xs, ys, 64 if args.quick else args.num_inducing)
+            row = run_svgp(X, y, Xs, ys, 64 if args.quick else args.num_inducing,
+                           device=args.device)
         row["dataset"] = "uci/protein split 0 (standardised)"
     row.update(baseline_rss_mb=base, peak_rss_mb=peak_rss_mb(), load_before=load_before,
-               load_after=os.getloadavg(), threads=torch.get_num_threads())
+               load_after=os.getloadavg(), threads=torch.get_num_threads(),
+               device=args.device, device_peak_mb=device_peak_mb(args.device))
+    if args.device.startswith("cuda"):
+        row["device_name"] = torch.cuda.get_device_name()
     print(json.dumps(row, default=str), flush=True)
-    if not args.quick:
-        store(row)
+    if args.out:
+        with open(args.out, "a") as fh:
+            fh.write(json.dumps(stamp({"results": row}), default=str) + "\n")
+    elif not args.quick:
+        store([stamp({"results": row})])
 
 
 if __name__ == "__main__":

@@ -45,6 +45,12 @@ __all__ = [  # LoveCache and lanczos live in linalg_love
 #: user and no faults at 2^20)
 CHUNK_ENTRIES = 1 << 20
 
+#: the same off the CPU (2^25: 256 MiB in float64).  On a GPU a block of 2^20 entries is
+#: a few microseconds of arithmetic behind a dozen kernel launches, so small blocks leave
+#: the device waiting on the host; larger ones amortise the launches, and the device's
+#: memory (tens of GB) holds them
+CHUNK_ENTRIES_ACCELERATOR = 1 << 25
+
 #: largest preconditioner rank when ``rank`` is not given; the entries of ``L`` ``(N, rank)``
 #: it may take (2^23: 64 MiB in float64), and the rank kept whatever N (256: 2 KiB per
 #: point, so the factor stays within the memory target of 0.5 GB per 10^5 points
@@ -89,7 +95,8 @@ class IterativeOptions(OptionGroup):
         of the training size, ``min(1000, 2^25 / N)``).
     seed: seed of the probes; the same probes at every evaluation, so the objective is a
         deterministic function of the parameters (L-BFGS's line search needs that).
-    chunk_rows: rows of ``K`` computed at once (None: about 2^20 entries per block).
+    chunk_rows: rows of ``K`` computed at once (None: about 2^20 entries per block on the
+        CPU, 2^25 on an accelerator, :data:`CHUNK_ENTRIES_ACCELERATOR`).
     variance: how predictive variances are computed: ``"love"`` (default: a Lanczos
         cache built once, :class:`LoveCache`, then ``O(N k)`` per test point) or ``"cg"``
         (a CG solve per prediction chunk: exact to ``tol``, one solve per chunk).
@@ -171,7 +178,8 @@ class KernelOperator:
         self.cross, self.X = cross, X
         self.noise = noise
         N = X.shape[0]
-        self.chunk_rows = int(chunk_rows or max(1, CHUNK_ENTRIES // max(1, N)))
+        entries = CHUNK_ENTRIES if X.device.type == "cpu" else CHUNK_ENTRIES_ACCELERATOR
+        self.chunk_rows = int(chunk_rows or max(1, entries // max(1, N)))
 
     @property
     def size(self) -> int:

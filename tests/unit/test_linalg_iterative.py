@@ -52,6 +52,22 @@ def test_cg_equals_cho_solve_well_conditioned():
     assert torch.allclose(res_p.solution, cho_solve(L, B), atol=1e-10, rtol=0)
 
 
+def test_kernel_blocks_are_sized_by_device_and_chunking_keeps_the_product():
+    """Default blocks: 2^20 entries on the CPU, 2^25 elsewhere (a tensor on the ``meta``
+    device stands for an accelerator's); any block size gives the same product."""
+    from latentgp.linalg_iterative import CHUNK_ENTRIES, CHUNK_ENTRIES_ACCELERATOR
+
+    X, y, k, s2 = _problem(N=300)
+    assert KernelOperator(k, X, s2).chunk_rows == CHUNK_ENTRIES // 300
+    meta = torch.empty(300, 3, dtype=F64, device="meta")
+    assert KernelOperator(k, meta, s2).chunk_rows == CHUNK_ENTRIES_ACCELERATOR // 300
+    V = torch.stack([y, torch.cos(X[:, 1])], 1)
+    whole = _dense(k, X, s2) @ V
+    for rows in (1, 7, 300):
+        assert torch.allclose(KernelOperator(k, X, s2, chunk_rows=rows).matmul(V), whole,
+                              atol=1e-12, rtol=0)
+
+
 def test_pivoted_cholesky_full_rank_is_exact_and_preconditioner_algebra():
     X, _, k, s2 = _problem(N=60)
     Kx = k(X).detach()
