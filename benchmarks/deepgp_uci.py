@@ -12,7 +12,9 @@ Adam at lr 0.01 on minibatches of min(N, 10,000) (the whole training set here), 
 sample through the layers per point in training, 100 at test, initial noise variance
 0.01.  Each run appends one provenance-stamped row to ``docs/results/deepgp.jsonl``.
 The splits are the data home's fixed ``uci/<name>`` splits (90/10), not the paper's 20
-random splits.
+random splits.  ``--device cuda`` runs the models on a GPU (the row says so), ``--rows
+FILE`` appends the rows there instead (e.g. ``$OUT`` on the device machine; append that
+file to ``deepgp.jsonl`` here).
 """
 
 from __future__ import annotations
@@ -34,15 +36,17 @@ ROWS = os.path.join(OUT, "deepgp.jsonl")
 os.environ.setdefault("LATENTGP_DATA", os.path.join(HERE, "..", "..", "shared", "data"))
 
 
-def run(name: str, layers: int, split: int, steps: int) -> dict:
+def run(name: str, layers: int, split: int, steps: int, device: str = "cpu") -> dict:
     import latentgp.datasets as datasets
 
     d = datasets.load(f"uci/{name}", split=split)
     model = lg.DeepGP(layers, num_inducing=100, num_samples=1, num_predict_samples=100,
-                      noise_variance=0.01)
+                      noise_variance=0.01, device=device)
     t = time.perf_counter()
     model.fit(d.X_train, d.y_train, max_steps=steps, lr=0.01, optimizer="adam",
               batch_size=min(len(d.y_train), 10000), seed=split, progress=False)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - t
     lpd = model.log_predictive_density(d.X_test, d.y_test)
     mean, _ = model.predict_y(d.X_test)
@@ -56,7 +60,7 @@ def run(name: str, layers: int, split: int, steps: int) -> dict:
         "bound_previous_tenth": float(obj[-2 * tenth:-tenth].mean()),
         "dataset": name, "layers": layers, "split": split, "steps": steps,
         "num_inducing": 100, "nlpd": float(-np.mean(lpd)), "rmse": rmse,
-        "train_seconds": round(seconds, 1), "n_train": len(d.y_train),
+        "train_seconds": round(seconds, 1), "n_train": len(d.y_train), "device": device,
     }
 
 
@@ -127,6 +131,8 @@ def main() -> None:
     p.add_argument("--report", action="store_true")
     p.add_argument("--gpytorch", metavar="PYTHON", default=None,
                    help="run GPyTorch's DeepGP instead, under this interpreter (with gpytorch)")
+    p.add_argument("--device", default="cpu", help="torch device of the models (cpu, cuda)")
+    p.add_argument("--rows", default=ROWS, help="file the rows are appended to")
     p.add_argument("--quick", action="store_true",
                    help="housing, 1 and 2 layers, 200 steps; rows printed, not recorded")
     a = p.parse_args()
@@ -135,15 +141,15 @@ def main() -> None:
         return
     if a.quick:
         for L in (1, 2):
-            row = run("housing", L, a.split, 200)
+            row = run("housing", L, a.split, 200, a.device)
             print(json.dumps({k: v for k, v in row.items() if k != "provenance"}), flush=True)
         return
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     for name in a.datasets.split(","):
         for L in (int(x) for x in a.layers.split(",")):
-            row = stamp(run(name, L, a.split, a.steps) if a.gpytorch is None else
+            row = stamp(run(name, L, a.split, a.steps, a.device) if a.gpytorch is None else
                         run_gpytorch(name, L, a.split, a.steps, a.gpytorch))
-            with open(ROWS, "a") as fh:
+            with open(a.rows, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
             print(json.dumps({k: v for k, v in row.items() if k != "provenance"}), flush=True)
 
