@@ -92,12 +92,16 @@ def _trend(r: dict) -> str:
     return f"{r['bound_previous_tenth']:.3f} -> {r['bound_last_tenth']:.3f}"
 
 
+def _library(r: dict) -> str:
+    device = r.get("device", "cpu")
+    return r.get("library", "latentgp") + ("" if device == "cpu" else f" ({device})")
+
+
 def report() -> None:
     rows = [json.loads(line) for line in open(ROWS)] if os.path.exists(ROWS) else []
     last: dict = {}
     for r in rows:  # the latest run of each (dataset, layers, split, steps, library)
-        last[(r["dataset"], r["layers"], r["split"], r["steps"],
-              r.get("library", "latentgp"))] = r
+        last[(r["dataset"], r["layers"], r["split"], r["steps"], _library(r))] = r
     lines = [
         "| dataset | N train | layers | steps | library | test NLPD | test RMSE "
         "| bound / N, last two tenths | train s | commit |",
@@ -107,7 +111,7 @@ def report() -> None:
         r = last[key]
         lines.append(
             f"| {r['dataset']} | {r['n_train']} | {r['layers']} | {r['steps']} | "
-            f"{r.get('library', 'latentgp')} | {r['nlpd']:.3f} | {r['rmse']:.3f} | "
+            f"{_library(r)} | {r['nlpd']:.3f} | {r['rmse']:.3f} | "
             f"{_trend(r)} | {r['train_seconds']} | "
             f"{r['provenance']['commit'][:10]} |"
         )
