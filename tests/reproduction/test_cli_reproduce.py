@@ -35,8 +35,8 @@ def test_list_names_every_experiment_script(capsys):
     # section of the qsgp_reproduction page), the natural-gradient default comparison (its
     # page written by hand from its output), the stopping-rule traces (page written by hand
     # from their replay), the accelerator step benchmark (needs a GPU; gpu.md written by
-    # hand), the time-to-accuracy page writer (imported by time_to_accuracy) and the
-    # machine description the scripts import
+    # hand), the time-to-accuracy and exact-at-scale page writers (imported by
+    # time_to_accuracy and exact_at_scale) and the machine description the scripts import
     helpers = {
         "bo_trajectories",
         "gpflow_gplvm_runner",
@@ -52,6 +52,7 @@ def test_list_names_every_experiment_script(capsys):
         "stopping_traces",
         "device_step",
         "tta_page",
+        "exact_at_scale_page",
         "machine",
     }
     scripts = {p.stem for p in BENCH.glob("*.py")} - helpers
