@@ -17,6 +17,20 @@ def _fmt(v, spec, none="-"):
     return none if v is None else format(v, spec)
 
 
+def _made(rec: dict) -> str:
+    """``commit, date`` of a stored row's provenance."""
+    prov = rec["provenance"]
+    return f"{str(prov.get('commit', ''))[:12]}, {str(prov.get('date', ''))[:10]}"
+
+
+def _stages(r: dict, seconds: str, otherwise: str) -> str:
+    """The stages of an exact fit (``history_.stages``), or ``otherwise``."""
+    if "stages" not in r:
+        return otherwise
+    return "; ".join(f"{st['stage']} {st['rows']:,} rows {st['solver']} {st['steps']} steps "
+                     f"({format(st['seconds'], seconds)} s)" for st in r["stages"])
+
+
 def stored_trained() -> list:
     """The rows of ``exact_trained.py`` kept in the .json (key ``"trained"``)."""
     path = os.path.join(RESULTS, "exact_at_scale.json")
@@ -52,24 +66,17 @@ def trained_lines(trained: list) -> list:
         "| --- |",
     ]
     for rec in trained:
-        r, prov = rec["results"], rec["provenance"]
-        if r.get("device", "cpu") != "cpu":
+        r = rec["results"]
+        if r.get("device", "cpu") != "cpu" or "test_rmse" not in r:
             continue
-        if "stages" in r:
-            stages = "; ".join(f"{st['stage']} {st['rows']:,} rows {st['solver']} "
-                               f"{st['steps']} steps ({st['seconds']:.0f} s)"
-                               for st in r["stages"])
-        else:
-            stages = f"{r.get('optimizer', '')} {r['steps']} steps ({r['reason']})"
-        if "test_rmse" not in r:
-            continue
+        stages = _stages(r, ".0f", f"{r.get('optimizer', '')} {r['steps']} steps "
+                         f"({r['reason']})")
         lines.append(
             f"| {r['model']} | {r['n']:,} | {r['threads']} | {r['fit_seconds']:.0f} | "
             f"{r['fit_cpu_seconds']:.0f} | {stages} | {r['test_rmse']:.4f} | "
             f"{r['test_nlpd']:.4f} | {r['predict_seconds']:.0f} | {r['peak_rss_mb']:.0f} | "
             f"{r['baseline_rss_mb']:.0f} | {r['load_before'][0]:.1f}, "
-            f"{r['load_after'][0]:.1f} | {str(prov.get('commit', ''))[:12]}, "
-            f"{str(prov.get('date', ''))[:10]} |")
+            f"{r['load_after'][0]:.1f} | {_made(rec)} |")
     return lines + device_lines(trained)
 
 
@@ -97,21 +104,15 @@ def device_lines(trained: list) -> list:
         "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for rec in rows:
-        r, prov = rec["results"], rec["provenance"]
+        r = rec["results"]
         if "test_rmse" not in r:
             continue
-        if "stages" in r:
-            stages = "; ".join(f"{st['stage']} {st['rows']:,} rows {st['solver']} "
-                               f"{st['steps']} steps ({st['seconds']:.1f} s)"
-                               for st in r["stages"])
-        else:
-            stages = f"{r['steps']} Adam steps"
+        stages = _stages(r, ".1f", f"{r['steps']} Adam steps")
         lines.append(
             f"| {r['model']} | {r['n']:,} | {r['fit_seconds']:.1f} | {stages} | "
             f"{_fmt(r.get('median_step_seconds'), '.3f')} | {r['test_rmse']:.4f} | "
             f"{r['test_nlpd']:.4f} | {r['predict_seconds']:.1f} | "
-            f"{r['device_peak_mb']:,.0f} | {str(prov.get('commit', ''))[:12]}, "
-            f"{str(prov.get('date', ''))[:10]} |")
+            f"{r['device_peak_mb']:,.0f} | {_made(rec)} |")
     synthetic = [rec for rec in rows if "eval_seconds" in rec["results"]]
     if synthetic:
         lines += [
@@ -128,14 +129,12 @@ def device_lines(trained: list) -> list:
             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         for rec in synthetic:
-            r, prov = rec["results"], rec["provenance"]
-            cg = r["eval_cg"]
+            r, cg = rec["results"], rec["results"]["eval_cg"]
             lines.append(
                 f"| {r['n']:,} | {r['eval_seconds']:.1f} | {cg['iterations']} | "
                 f"{cg['seconds']:.1f} | {r['predict_mean_seconds']:.1f} | "
                 f"{r['test_rmse_f']:.4f} | {r['device_peak_mb']:,.0f} | "
-                f"{r['device_peak_mb'] * 1e5 / r['n']:,.0f} | "
-                f"{str(prov.get('commit', ''))[:12]}, {str(prov.get('date', ''))[:10]} |")
+                f"{r['device_peak_mb'] * 1e5 / r['n']:,.0f} | {_made(rec)} |")
     return lines + DEVICE_NOTES
 
 
