@@ -20,7 +20,7 @@ from ..base import GPModel
 from .control_variates import track_control_variate
 from .estimator import elbo_estimate, gather_rows, sample_indices
 from .factor import column_values
-from .newton import newton_mean, refresh_anchor
+from .newton import guarded_anchor, newton_mean
 from .options import Newton
 from .rvm import closed_form_precisions, rvm_em_update
 
@@ -70,7 +70,8 @@ def sparse_step(
         if isinstance(model.mean_step, Newton):
             every = model.mean_step.anchor_interval(n, batch_size, model.basis_batch)
             if every and (state.get("anchor") is None or step - state["anchor_step"] >= every):
-                state["anchor"], state["anchor_step"] = refresh_anchor(model, X, y), step
+                state["anchor"] = guarded_anchor(model, X, y, state, step)
+                state["anchor_step"] = step
         # n_eff: this process's rows count N W / B each, so the mean over processes of
         # the Newton step's data terms is the one-process value (unequal parts included)
         _update_rows(model, state, s, lv, Xl, yl, n_eff, rows, cv, reduce)
@@ -88,7 +89,8 @@ def _update_rows(model, state, s, lv, Xl, yl, n, rows, cv, reduce) -> None:
         old_C = column_values(U, R, lv["dense"], lv["craw"]).detach()
     rows_cols = (U[:, None], R[None, :])
     if isinstance(model.mean_step, Newton):
-        new_mu = newton_mean(model, Xl, yl, U, n, reduce, state.get("anchor"))
+        rho = model.mean_step.damping * state.get("newton_scale", 1.0)
+        new_mu = newton_mean(model, Xl, yl, U, n, reduce, state.get("anchor"), rho)
     else:
         new_mu = rows.update(model.mu, state["G_mu"], U, lv["mu"])
     new_craw = rows.update(model.c_raw, state["G_craw"], U, lv["craw"])
