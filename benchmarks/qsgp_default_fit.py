@@ -57,6 +57,7 @@ def fit_one(model: str, name: str, split: int, rows: int | None) -> dict:
     if model.startswith("qsgp"):
         out["config"] = {k: m.get_config()[k] for k in ("basis", "mean_step")}
         out["m"], out["batch_size"] = m.m, h.batch_size
+        out["events"] = list(h.events)
     print(json.dumps(out), flush=True)
     return out
 
