@@ -680,6 +680,32 @@ def test_guarded_anchor_undoes_steps_that_raised_the_objective():
         assert len(state["newton_backoffs"]) == 1
 
 
+@pytest.mark.parametrize("basis", ["rff", "inducing"])
+def test_guarded_back_off_keeps_the_control_variate_in_step(basis):
+    """After a back-off the control variate's running expectations are those of the
+    restored mean: ``a = Phi_p mu`` (and, with the Nyström variate, ``b = L_P^{-1} a``)."""
+    cvs, newton = lg.models.qsgp.control_variates, lg.models.qsgp.newton
+    X, y = _data(n=50)
+    m = _model(X, y, basis=basis, num_basis=20, learn_hyperparameters=False,
+               control_variate={"rank": 8, "nystrom": True})
+    Xt = torch.as_tensor(X, dtype=torch.float64)
+    yt = m.scale_targets(y)
+    _, best = _exact_mean(m, X, y)
+    with torch.no_grad():
+        m.mu.copy_(best)
+        cv = cvs.make_control_variate(m, Xt, 8, 0)
+        state = {"anchor": newton.refresh_anchor(m, Xt, yt), "newton_scale": 1.0, "cv": cv}
+        step = 0.3 * torch.ones(m.m, dtype=torch.float64)
+        cvs.shift_control_variate(m, cv, step)  # steps that track the variate, as training's
+        m.mu.add_(step)
+        newton.guarded_anchor(m, Xt, yt, state, step=5)
+        assert torch.equal(m.mu.detach(), best)
+        fresh = cvs.make_control_variate(m, Xt, 8, 0)
+        assert torch.allclose(cv["a"], fresh["a"], rtol=0, atol=1e-10)
+        if basis == "inducing":
+            assert torch.allclose(cv["b"], fresh["b"], rtol=0, atol=1e-10)
+
+
 def test_guarded_newton_steps_converge_where_unguarded_ones_diverge(monkeypatch):
     """Heavy-tailed inputs (log-normal, as uci/protein's) and undamped steps (rho = 1) on
     minibatches of 40 of 400 rows: the minibatch block underestimates the curvature and

@@ -136,6 +136,20 @@ def nystrom_control_variate(
     return out
 
 
+@torch.no_grad()
+def shift_control_variate(model: GPModel, cv: dict, d_mu: torch.Tensor,
+                          chunk: int = 4096) -> None:
+    """Keep the running expectations ``a = Phi_p mu`` (and the Nyström ``b = W mu``) in
+    step with a move of the whole mean by ``d_mu`` ``(m,)`` (the Newton step's back-off to
+    its anchor), ``chunk`` basis functions at a time."""
+    for c0 in range(0, model.m, chunk):
+        idx = torch.arange(c0, min(c0 + chunk, model.m), device=d_mu.device)
+        PhiP = model.features(cv["Xp"], idx, frozen=cv["hypers"])  # (n_bar, chunk)
+        cv["a"] += PhiP @ d_mu[idx]
+        if "Lp" in cv and "b" in cv:
+            cv["b"] += solve_lower(cv["Lp"], PhiP) @ d_mu[idx]
+
+
 def track_control_variate(
     cv: dict,
     R: torch.Tensor,

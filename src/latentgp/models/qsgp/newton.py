@@ -45,6 +45,7 @@ import torch
 
 from ...linalg import cholesky
 from ..base import GPModel
+from .control_variates import shift_control_variate
 
 
 def prior_block(model: GPModel, U: torch.Tensor) -> torch.Tensor:
@@ -121,7 +122,8 @@ def guarded_anchor(model: GPModel, X, y: torch.Tensor, state: dict, step: int) -
     """A new anchor (:func:`refresh_anchor`), unless the steps since ``state["anchor"]``
     raised :func:`mean_objective` with the features unchanged: then the mean goes back to
     that anchor's, ``state["newton_scale"]`` (the damping's factor) halves, the step and
-    both values are appended to ``state["newton_backoffs"]``, and the old anchor is kept."""
+    both values are appended to ``state["newton_backoffs"]``, the control variate's running
+    expectations (``state["cv"]``) follow the mean, and the old anchor is kept."""
     new = refresh_anchor(model, X, y)
     old = state.get("anchor")
     if old is None or len(old["features"]) != len(new["features"]) or not all(
@@ -130,6 +132,8 @@ def guarded_anchor(model: GPModel, X, y: torch.Tensor, state: dict, step: int) -
     j_old, j_new = mean_objective(model, old), mean_objective(model, new)
     if j_new <= j_old + 1e-9 * abs(j_old):
         return new
+    if state.get("cv") is not None:
+        shift_control_variate(model, state["cv"], old["mu"] - model.mu.detach())
     model.mu.data.copy_(old["mu"])
     state["newton_scale"] = state.get("newton_scale", 1.0) / 2
     state.setdefault("newton_backoffs", []).append((step, j_old, j_new))
