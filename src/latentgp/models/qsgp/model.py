@@ -540,7 +540,8 @@ class QSGP(GPModel):
         self._ensure_state()
         st = self._train_state
         st["anchor"] = None  # the Newton step's anchor: refreshed at the fit's first step
-        st["newton_scale"], st["newton_backoffs"] = 1.0, []  # its damping's back-offs
+        st["newton_scale"], st["newton_backoffs"] = 1.0, []  # its back-offs:
+        st["newton_ridge"] = self.mean_step.ridge if isinstance(self.mean_step, Newton) else 0.0
         if rvm.needs_column_norms(self) and (first or "colnorm" not in st):
             # |phi_i|^2 over all n points, O(N m) once; from 4096 rows when that is large
             rows = X if N * self.m <= 2e8 else X[torch.randperm(N)[:4096].to(X.device)]
@@ -575,11 +576,13 @@ class QSGP(GPModel):
                     f"-> {float(self.likelihood.variance.detach()):.4g} (scaled units)")
         backoffs = (self._train_state or {}).get("newton_backoffs") or []
         if backoffs and self.history_ is not None:
+            st = self._train_state
             self.history_.events.append(
-                f"the Newton mean step's damping was halved {len(backoffs)} time(s), to "
-                f"{self.mean_step.damping * self._train_state['newton_scale']:.3g}: the "
-                "steps since an anchor had raised the full-data objective of the mean "
-                f"(first at step {backoffs[0][0]}), so they were undone")
+                f"the Newton mean step backed off {len(backoffs)} time(s), to damping "
+                f"{self.mean_step.damping * st['newton_scale']:.3g} and ridge "
+                f"{st['newton_ridge']:.3g}: the steps since an anchor had raised the "
+                f"full-data objective of the mean (first at step {backoffs[0][0]}), so they "
+                "were undone")
         stage = getattr(self, "pretrain_stage_", None)
         if stage is not None and self.history_ is not None:
             h = self.history_

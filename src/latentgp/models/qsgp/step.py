@@ -90,7 +90,8 @@ def _update_rows(model, state, s, lv, Xl, yl, n, rows, cv, reduce) -> None:
     rows_cols = (U[:, None], R[None, :])
     if isinstance(model.mean_step, Newton):
         rho = model.mean_step.damping * state.get("newton_scale", 1.0)
-        new_mu = newton_mean(model, Xl, yl, U, n, reduce, state.get("anchor"), rho)
+        new_mu = newton_mean(model, Xl, yl, U, n, reduce, state.get("anchor"), rho,
+                             state.get("newton_ridge"))
     else:
         new_mu = rows.update(model.mu, state["G_mu"], U, lv["mu"])
     new_craw = rows.update(model.c_raw, state["G_craw"], U, lv["craw"])
