@@ -28,7 +28,7 @@ import latentgp as lg
 
 ROOT = Path(__file__).resolve().parents[1]
 PART = ROOT / "docs" / "results" / "qsgp_data" / "default_fit.json"
-COMMAND = "python benchmarks/qsgp_default_fit.py --datasets kin40k --splits 0"
+COMMAND = "python benchmarks/qsgp_default_fit.py --datasets SETS --splits SPLITS"
 
 
 def fit_one(model: str, name: str, split: int, rows: int | None) -> dict:
@@ -82,7 +82,8 @@ def section(part: dict) -> list[str]:
         "(windows of at least 150 steps, rtol 5e-5) under a ceiling of 600-1,000 steps. "
         "SVGP with its defaults (M = 128; since session 18 natural gradients with the "
         "probed stopping rule for a Gaussian likelihood on more than 1,024 rows). RMSE in "
-        f"the target's units, MNLP on the test rows. Command: `{COMMAND} --redo`. Seconds "
+        f"the target's units, MNLP on the test rows. Command: `{COMMAND}` with the sets "
+        "and splits of the rows (`--redo` fits a stored row again). Seconds "
         "are wall time on the shared 2-core machine (other jobs running: the row's note "
         "gives the load): compare them only within a row.",
         "",
@@ -117,6 +118,12 @@ def section(part: dict) -> list[str]:
                 f"{f['mnlp']:.3f}, {f['sec']:.0f} s.",
                 "",
             ]
+    backed = [f"{f['dataset']} split {f['split']}: " + e.split(":")[0].replace(
+        "the Newton mean step backed off ", "") for f in fits if f["model"] == "qsgp"
+        for e in f.get("events", []) if "backed off" in e]
+    if backed:
+        L += ["Back-offs of the Newton step (the check at each anchor; rows without "
+              "recorded events predate it or had none): " + "; ".join(backed) + ".", ""]
     notes = [f"{f['model']}: {f['note']}" for f in fits if f.get("note")]
     if notes:
         L += ["Provenance of these fits: " + "; ".join(notes) + ".", ""]
