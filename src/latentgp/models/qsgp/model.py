@@ -574,15 +574,9 @@ class QSGP(GPModel):
                 self.history_.events.append(
                     f"noise variance set to the ELBO's optimum at the final q: {before:.4g} "
                     f"-> {float(self.likelihood.variance.detach()):.4g} (scaled units)")
-        backoffs = (self._train_state or {}).get("newton_backoffs") or []
-        if backoffs and self.history_ is not None:
-            st = self._train_state
-            self.history_.events.append(
-                f"the Newton mean step backed off {len(backoffs)} time(s), to damping "
-                f"{self.mean_step.damping * st['newton_scale']:.3g} and ridge "
-                f"{st['newton_ridge']:.3g}: the steps since an anchor had raised the "
-                f"full-data objective of the mean (first at step {backoffs[0][0]}), so they "
-                "were undone")
+        said = newton.backoff_event(self, self._train_state or {})
+        if said and self.history_ is not None:
+            self.history_.events.append(said)
         stage = getattr(self, "pretrain_stage_", None)
         if stage is not None and self.history_ is not None:
             h = self.history_

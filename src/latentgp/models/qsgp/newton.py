@@ -151,6 +151,17 @@ def guarded_anchor(model: GPModel, X, y: torch.Tensor, state: dict, step: int) -
     return old
 
 
+def backoff_event(model: GPModel, state: dict) -> str | None:
+    """What a fit's events say of the back-offs in ``state`` (None when there were none)."""
+    backoffs = state.get("newton_backoffs") or []
+    if not backoffs:
+        return None
+    return (f"the Newton mean step backed off {len(backoffs)} time(s), to damping "
+            f"{model.mean_step.damping * state['newton_scale']:.3g} and ridge "
+            f"{state['newton_ridge']:.3g}: the steps since an anchor had raised the full-data "
+            f"objective of the mean (first at step {backoffs[0][0]}), so they were undone")
+
+
 def newton_mean(
     model: GPModel,
     Xl: torch.Tensor,
