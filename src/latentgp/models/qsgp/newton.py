@@ -135,7 +135,7 @@ def guarded_anchor(model: GPModel, X, y: torch.Tensor, state: dict, step: int) -
     expectations (``state["cv"]``) follow the mean, and the old anchor is kept."""
     new = refresh_anchor(model, X, y)
     old = state.get("anchor")
-    if old is None or len(old["features"]) != len(new["features"]) or not all(
+    if old is None or not all(
             torch.equal(a, b) for a, b in zip(old["features"], new["features"], strict=True)):
         return new
     j_old, j_new = mean_objective(model, old), mean_objective(model, new)
