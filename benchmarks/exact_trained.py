@@ -10,6 +10,9 @@ resident memory is the part's own):
   on the CG / SLQ objective, then CG predictive means and LOVE variances of the test
   rows (``history_`` records the stages);
 * ``svgp``: ``lg.SVGP(1024).fit(X, y, seed=0)``, SVGP's default fit;
+* ``vfe``: ``lg.SparseGP("vfe", num_inducing=1024).fit(X, y, seed=0)``, the collapsed
+  bound's default fit (L-BFGS over the hyperparameters and Z): SVGP's model at its
+  optimal q(u), converged without minibatch noise;
 * ``gpytorch``: GPyTorch's exact GP trained its own way on the same rows
   (``peers/gpytorch_exact_runner.py --train-steps``: Adam from its initial values, its
   defaults for large N, float32 unless ``--gpytorch-dtype``), in GPyTorch's venv
@@ -23,6 +26,7 @@ Each row records wall and CPU seconds, the process's peak RSS and the RSS of a b
 
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/exact_trained.py --part exact
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/exact_trained.py --part svgp
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/exact_trained.py --part vfe
 
 Writes the row into ``docs/results/exact_at_scale.json`` (key ``"trained"``, each row
 with its own provenance) and re-renders ``exact_at_scale.md``.
@@ -126,14 +130,22 @@ def run_exact(X, y, Xs, ys, kwargs: dict, device: str = "cpu") -> dict:
     return row
 
 
-def run_svgp(X, y, Xs, ys, num_inducing: int, device: str = "cpu") -> dict:
-    model = lg.SVGP(num_inducing, device=device)
+def run_sparse(X, y, Xs, ys, part: str, num_inducing: int, device: str = "cpu",
+               max_steps: int | None = None) -> dict:
+    """``part`` ``"svgp"``: SVGP's default fit; ``"vfe"``: the collapsed (Titsias) bound's
+    default fit, full-batch L-BFGS over the hyperparameters and Z, i.e. SVGP's objective
+    at its optimal q(u)."""
+    if part == "svgp":
+        model, label = lg.SVGP(num_inducing, device=device), f"SVGP(M={num_inducing})"
+    else:
+        model = lg.SparseGP("vfe", num_inducing=num_inducing, device=device)
+        label = f"SparseGP('vfe', M={num_inducing})"
     t0, c0 = time.perf_counter(), time.process_time()
-    model.fit(X, y, seed=0)
+    model.fit(X, y, seed=0, progress=True, max_steps=max_steps)
     sync(device)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     h = model.history_
-    row = {"model": f"SVGP(M={num_inducing})", "n": int(X.shape[0]), "fit_seconds": seconds,
+    row = {"model": label, "max_steps": max_steps, "n": int(X.shape[0]), "fit_seconds": seconds,
            "fit_cpu_seconds": cpu, "steps": h.steps, "reason": h.reason,
            "optimizer": h.optimizer, "peak_rss_fit_mb": peak_rss_mb()}
     row.update(scores(model, Xs, ys))
@@ -220,11 +232,13 @@ def store_from(path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=("exact", "svgp", "gpytorch", "synthetic"),
+    ap.add_argument("--part", choices=("exact", "svgp", "vfe", "gpytorch", "synthetic"),
                     default="exact")
     ap.add_argument("--finetune-steps", type=int, default=None,
                     help="exact part: full-data L-BFGS steps (default: the library's, 3)")
     ap.add_argument("--num-inducing", type=int, default=1024)
+    ap.add_argument("--max-steps", type=int, default=None,
+                    help="svgp / vfe parts: a step budget (default: the model's own)")
     ap.add_argument("--synthetic-n", type=int, default=200_000)
     ap.add_argument("--gpytorch-steps", type=int, default=50)
     ap.add_argument("--gpytorch-lr", type=float, default=0.1)
@@ -260,8 +274,8 @@ def main() -> None:
         elif args.part == "gpytorch":
             row = run_gpytorch(X, y, Xs, ys, args)
         else:
-            row = run_svgp(X, y, Xs, ys, 64 if args.quick else args.num_inducing,
-                           device=args.device)
+            row = run_sparse(X, y, Xs, ys, args.part, 64 if args.quick else args.num_inducing,
+                             device=args.device, max_steps=args.max_steps)
         row["dataset"] = "uci/protein split 0 (standardised)"
     row.update(baseline_rss_mb=base, peak_rss_mb=peak_rss_mb(), load_before=load_before,
                load_after=os.getloadavg(), threads=torch.get_num_threads(),
