@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/deepgp_uci.py [--datasets housing,concrete,energy]
         [--layers 1,2,3] [--split 0] [--steps 20000]
-    .venv/bin/python benchmarks/deepgp_uci.py --report      # docs/results/deepgp.md
+    .venv/bin/python benchmarks/deepgp_uci.py --report      # docs/results/deep.md
     .venv/bin/python benchmarks/deepgp_uci.py --datasets housing --layers 2 --steps 2000
         --gpytorch /work/venvs/gpytorch/bin/python   # GPyTorch's DeepGP, same setting
 
@@ -115,7 +115,7 @@ def report() -> None:
             f"{_trend(r)} | {r['train_seconds']} | "
             f"{r['provenance']['commit'][:10]} |"
         )
-    path = os.path.join(OUT, "deepgp.md")
+    path = os.path.join(OUT, "deep.md")
     text = open(path).read() if os.path.exists(path) else ""
     start, end = "<!-- table:start -->", "<!-- table:end -->"
     if start in text and end in text:

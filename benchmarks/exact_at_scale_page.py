@@ -349,7 +349,7 @@ NOTES = [
     "(`exact_trained.py --part svgp`, one thread, load 3 to 5) was stopped unfinished "
     "after 85 CPU minutes, so the issue's comparison has no SVGP M = 1,024 number; "
     "the default fits of `qsgp_reproduction.md` on the same split have RMSE 0.548 (SVGP, "
-    "M = 128) and 0.522 (QSGP), and DeepGP's five layers 0.484 (`deepgp.md`), all in the "
+    "M = 128) and 0.522 (QSGP), and DeepGP's five layers 0.484 (`deep.md`), all in the "
     "file's units and all above the exact GP's 0.405. |",
     "| N = 2 x 10^5 synthetic, one evaluation and prediction | not run: at (2 x 10^5 / "
     "41,157)^2 = 24 times the measured 14 to 17 CPU s, one product is 6 to 7 CPU "

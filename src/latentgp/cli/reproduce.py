@@ -240,7 +240,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "deepgp_uci.py",
             "issue 26: DeepGP with 1-3 layers on UCI housing, concrete, energy "
             "(--quick: housing, 200 steps, printed)",
-            ("docs/results/deepgp.md",),
+            ("docs/results/deep.md",),
             runs=((QUICK,), ("--report",)),
             quick_overwrites=False,
         ),

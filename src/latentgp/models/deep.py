@@ -219,7 +219,7 @@ class DeepGP(GPModel):
     value (``docs/results/defaults.md``, ``docs/design.md``).  It optimises the bound
     better, which is not always the better predictor: on UCI housing it converges to a
     bound far above 2,000 Adam steps' with the inner layer switched off and a worse test
-    NLPD (2.33 against 2.06; ``docs/results/deepgp.md``).
+    NLPD (2.33 against 2.06; ``docs/results/deep.md``).
     Common keywords (:class:`~latentgp.models.base.GPModel`): ``normalize_y``, ``device``,
     ``dtype``, ``noise_variance``.
     """
