@@ -152,10 +152,13 @@ def run(ns, fit_n: int, fit_steps: int, seeds: int, gpytorch_ns=(), gpytorch_dty
             "fit_seconds": fit_s, "hyperparameters": hyper, "seeds": seeds, "rows": rows}
 
 
-def add_gpytorch(ns, dtype: str) -> None:
-    """GPyTorch rows at sizes ``ns`` added to the stored run (``exact_at_scale.json``), at
-    its stored hyperparameters: the template is refitted on the same first ``fit_n`` rows
-    (for the same target scaling) and its kernel and noise set to the stored values."""
+def add_rows(ns, kind: str, dtype: str = "float32") -> None:
+    """Rows at sizes ``ns`` added to the stored run (``exact_at_scale.json``), at its stored
+    hyperparameters: ``kind`` ``"gpytorch"`` (GPyTorch's exact GP, ``dtype``) or
+    ``"cholesky"`` (the reference, also above ``cholesky_max``: every stored row of that
+    size then gets its difference from it).  The template is refitted on the same first
+    ``fit_n`` rows (for the same target scaling) and its kernel and noise set to the
+    stored values."""
     path = os.path.join(RESULTS, "exact_at_scale.json")
     with open(path) as fh:
         stored = json.load(fh)
@@ -169,9 +172,18 @@ def add_gpytorch(ns, dtype: str) -> None:
     template.kernel.variance = hyper["kernel_variance_scaled"]
     template.likelihood.variance = hyper["noise_variance_scaled"]
     for n in ns:
-        row = gpytorch_row(template, X[:n], y[:n], Xs, ys, dtype)
+        if kind == "gpytorch":
+            row = gpytorch_row(template, X[:n], y[:n], Xs, ys, dtype)
+        else:
+            row = evaluate(template, X[:n], y[:n], Xs, ys, "cholesky")
         row["provenance"] = stamp({})["provenance"]
         res["rows"].append(row)
+        if kind == "cholesky":
+            for r in res["rows"]:
+                if r["n"] == n and r.get("lml") is not None:
+                    last = r["lml"][-1] if isinstance(r["lml"], list) else r["lml"]
+                    r["lml_minus_cholesky"] = last - row["lml"]
+                    r["relative_difference"] = abs(last - row["lml"]) / abs(row["lml"])
         print(json.dumps(row), flush=True)
         with open(path, "w") as fh:
             json.dump(stored, fh, indent=1)
@@ -192,6 +204,9 @@ def main() -> None:
     ap.add_argument("--add-gpytorch", default="",
                     help="add GPyTorch rows at these sizes to the stored run, at its stored "
                          "hyperparameters (each row carries its own provenance)")
+    ap.add_argument("--add-cholesky", default="",
+                    help="add Cholesky reference rows at these sizes to the stored run (above "
+                         "10,000 too: N^2 doubles, a few times over)")
     ap.add_argument("--render", action="store_true",
                     help="rewrite the .md page from the stored .json without running")
     ap.add_argument("--quick", action="store_true",
@@ -207,8 +222,10 @@ def main() -> None:
             stored = json.load(fh)
         write(stored["results"], stored["provenance"], stored.get("trained", []))
         return
-    if args.add_gpytorch:
-        add_gpytorch([int(v) for v in args.add_gpytorch.split(",") if v], args.gpytorch_dtype)
+    if args.add_gpytorch or args.add_cholesky:
+        for kind, sizes in (("gpytorch", args.add_gpytorch), ("cholesky", args.add_cholesky)):
+            if sizes:
+                add_rows([int(v) for v in sizes.split(",") if v], kind, args.gpytorch_dtype)
         return
     sizes = [int(v) for v in args.n.split(",") if v]
     gp_sizes = [int(v) for v in args.gpytorch_n.split(",") if v]
