@@ -50,8 +50,10 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def evaluate(template, X, y, Xs, ys, solver, options=None, predict=True) -> dict:
-    """Log marginal, gradient time, RMSE of ``template``'s hyperparameters on ``(X, y)``."""
+def evaluate(template, X, y, Xs, ys, solver, options=None, predict=True,
+             gradient=True) -> dict:
+    """Log marginal, gradient time, RMSE of ``template``'s hyperparameters on ``(X, y)``
+    (``gradient=False``: the value only, without autograd's N x N intermediates)."""
     m = template.clone()
     m.solver = solver
     if options is not None:  # predictive means only: no LOVE cache is built
@@ -60,8 +62,10 @@ def evaluate(template, X, y, Xs, ys, solver, options=None, predict=True) -> dict
     Xt, yt = m.X_train, m.y_train
     m.zero_grad()
     t0, c0 = time.perf_counter(), time.process_time()
-    obj = m.objective(Xt, yt, Xt.shape[0])
-    obj.backward()
+    with torch.set_grad_enabled(gradient):
+        obj = m.objective(Xt, yt, Xt.shape[0])
+    if gradient:
+        obj.backward()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     lml = float(obj.detach()) - Xt.shape[0] * float(m.y_scale.log().sum())
     info = dict(m.last_cg) if solver == "cg" else {}
@@ -70,7 +74,7 @@ def evaluate(template, X, y, Xs, ys, solver, options=None, predict=True) -> dict
         "solver": solver, "options": options, "n": int(X.shape[0]), "lml": lml,
         "seconds_per_eval": seconds, "cpu_seconds_per_eval": cpu,
         "cg_iterations": info.get("iterations"), "cg_converged": info.get("converged"),
-        "rank": info.get("rank"), "peak_rss_mb": rss_eval,
+        "rank": info.get("rank"), "peak_rss_mb": rss_eval, "gradient": gradient,
     }
     if predict:
         t0 = time.perf_counter()
@@ -155,10 +159,10 @@ def run(ns, fit_n: int, fit_steps: int, seeds: int, gpytorch_ns=(), gpytorch_dty
 def add_rows(ns, kind: str, dtype: str = "float32") -> None:
     """Rows at sizes ``ns`` added to the stored run (``exact_at_scale.json``), at its stored
     hyperparameters: ``kind`` ``"gpytorch"`` (GPyTorch's exact GP, ``dtype``) or
-    ``"cholesky"`` (the reference, also above ``cholesky_max``: every stored row of that
-    size then gets its difference from it).  The template is refitted on the same first
-    ``fit_n`` rows (for the same target scaling) and its kernel and noise set to the
-    stored values."""
+    ``"cholesky"`` (the reference, also above ``cholesky_max``, its value only: every
+    stored row of that size then gets its difference from it).  The template is refitted
+    on the same first ``fit_n`` rows (for the same target scaling) and its kernel and
+    noise set to the stored values."""
     path = os.path.join(RESULTS, "exact_at_scale.json")
     with open(path) as fh:
         stored = json.load(fh)
@@ -175,7 +179,9 @@ def add_rows(ns, kind: str, dtype: str = "float32") -> None:
         if kind == "gpytorch":
             row = gpytorch_row(template, X[:n], y[:n], Xs, ys, dtype)
         else:
-            row = evaluate(template, X[:n], y[:n], Xs, ys, "cholesky")
+            # value only: with the gradient the N x N intermediates at 2 x 10^4 rows
+            # would need about 26 GB
+            row = evaluate(template, X[:n], y[:n], Xs, ys, "cholesky", gradient=False)
         row["provenance"] = stamp({})["provenance"]
         res["rows"].append(row)
         if kind == "cholesky":
