@@ -115,8 +115,9 @@ class SparseGP(InducingInputs, GPModel):
     chunk_size: rows of X per chunk of the O(N M^2) sums (default ``max(2048, 2^20 / M)``).
     normalize_y, device, dtype: see :class:`~latentgp.models.base.GPModel`.
 
-    The objective is a full-data quantity: training is full batch (L-BFGS by default, 200
-    steps; ``optimizer="adam"`` works too, with ``batch_size`` left at N).  Targets
+    The objective is a full-data quantity: training is full batch (L-BFGS by default,
+    stopped by the deterministic convergence rule under a ceiling of 1,000 steps;
+    ``optimizer="adam"`` works too, with ``batch_size`` left at N).  Targets
     ``(N, P)`` are P independent outputs sharing the kernel, noise and Z.
 
     After ``fit`` the model keeps the M x M posterior statistics (not the data); they
