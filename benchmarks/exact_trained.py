@@ -11,8 +11,8 @@ resident memory is the part's own):
   rows (``history_`` records the stages);
 * ``svgp``: ``lg.SVGP(1024).fit(X, y, seed=0)``, SVGP's default fit;
 * ``vfe``: ``lg.SparseGP("vfe", num_inducing=1024).fit(X, y, seed=0)``, the collapsed
-  bound's default fit (L-BFGS over the hyperparameters and Z): SVGP's model at its
-  optimal q(u), converged without minibatch noise;
+  bound's default fit (full-batch L-BFGS over the hyperparameters and Z, no minibatch
+  noise; ``--max-steps`` a budget): SVGP's model at its optimal q(u);
 * ``gpytorch``: GPyTorch's exact GP trained its own way on the same rows
   (``peers/gpytorch_exact_runner.py --train-steps``: Adam from its initial values, its
   defaults for large N, float32 unless ``--gpytorch-dtype``), in GPyTorch's venv
