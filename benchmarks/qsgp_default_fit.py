@@ -25,6 +25,7 @@ import torch
 from machine import file_provenance, stamp
 
 import latentgp as lg
+from latentgp.models.qsgp.newton import BACKOFF_EVENT
 
 ROOT = Path(__file__).resolve().parents[1]
 PART = ROOT / "docs" / "results" / "qsgp_data" / "default_fit.json"
@@ -118,9 +119,10 @@ def section(part: dict) -> list[str]:
                 f"{f['mnlp']:.3f}, {f['sec']:.0f} s.",
                 "",
             ]
-    backed = [f"{f['dataset']} split {f['split']}: " + e.split(":")[0].replace(
-        "the Newton mean step backed off ", "") for f in fits if f["model"] == "qsgp"
-        for e in f.get("events", []) if "backed off" in e]
+    backed = [f"{f['dataset']} split {f['split']}: "
+              + e.split(":")[0].removeprefix(BACKOFF_EVENT)
+              for f in fits if f["model"] == "qsgp"
+              for e in f.get("events", []) if e.startswith(BACKOFF_EVENT)]
     if backed:
         L += ["Back-offs of the Newton step (the check at each anchor; rows without "
               "recorded events predate it or had none): " + "; ".join(backed) + ".", ""]

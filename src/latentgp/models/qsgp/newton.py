@@ -151,12 +151,16 @@ def guarded_anchor(model: GPModel, X, y: torch.Tensor, state: dict, step: int) -
     return old
 
 
+#: how the event of :func:`backoff_event` begins (what readers of ``history_.events`` match)
+BACKOFF_EVENT = "the Newton mean step backed off "
+
+
 def backoff_event(model: GPModel, state: dict) -> str | None:
     """What a fit's events say of the back-offs in ``state`` (None when there were none)."""
     backoffs = state.get("newton_backoffs") or []
     if not backoffs:
         return None
-    return (f"the Newton mean step backed off {len(backoffs)} time(s), to damping "
+    return (f"{BACKOFF_EVENT}{len(backoffs)} time(s), to damping "
             f"{model.mean_step.damping * state['newton_scale']:.3g} and ridge "
             f"{state['newton_ridge']:.3g}: the steps since an anchor had raised the full-data "
             f"objective of the mean (first at step {backoffs[0][0]}), so they were undone")
