@@ -10,7 +10,9 @@ that the same CG run yields (:func:`lanczos_tridiagonals`, :func:`slq_logdet`).
 gradient of BBMM in its backward pass.
 
 The kernel enters as a callable ``cross(A, B) -> K(A, B)`` (so this module, at the
-numerics layer, never imports a kernel).  Random probes come from a caller's seeded
+numerics layer, never imports a kernel); one that also offers ``cross.against(Z) ->
+(A -> K(A, Z))`` (as :meth:`latentgp.kernels.Kernel.against` does) has the ``Z`` side of
+every block prepared once per product.  Random probes come from a caller's seeded
 ``torch.Generator``, never from the global generator.
 """
 
@@ -165,6 +167,9 @@ class KernelOperator:
 
     ``cross(A, B)`` returns the kernel block ``K(A, B)``; products take ``chunk_rows``
     rows of ``K`` at a time, so the largest block in memory is ``(chunk_rows, N)``.
+    Where ``cross`` has ``against(Z)`` (a kernel), a product prepares the full side once
+    and each block is then only its own rows' work: at N = 2 x 10^4, D = 9, 17 columns,
+    one thread, a product took 2.5 CPU s against 3.9 s with ``cross`` called per block.
     """
 
     def __init__(
@@ -193,10 +198,19 @@ class KernelOperator:
     def matmul(self, V: torch.Tensor) -> torch.Tensor:
         """``(K + s^2 I) V`` for ``V`` ``(N, C)`` (no autograd graph is kept)."""
         with torch.no_grad():
+            block = self._against_all()
             out = torch.empty_like(V)
             for c in self._chunks():
-                out[c] = _times(self.cross(self.X[c], self.X), V)
+                out[c] = _times(block(self.X[c]), V)
             return out + self.noise * V
+
+    def _against_all(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """``A -> K(A, X)``, prepared once (made again per product, so that it always
+        holds the current parameters)."""
+        against = getattr(self.cross, "against", None)
+        if against is None:
+            return lambda A: self.cross(A, self.X)
+        return against(self.X)
 
     def rows(self, index: torch.Tensor) -> torch.Tensor:
         """Rows ``K(X[index], X)`` ``(len(index), N)`` without the noise."""

@@ -168,3 +168,66 @@ def test_one_far_row_does_not_change_the_other_rows(cls):
     torch.testing.assert_close(sym[keep][:, keep], k(X)[keep][:, keep], rtol=1e-12, atol=1e-14)
     if cls is K.RBF:
         torch.testing.assert_close(k(Z, X), exact.mT, rtol=1e-12, atol=1e-14)
+
+
+def _against_cases():
+    return [
+        ("rbf", lambda: K.RBF(lengthscale=[0.7, 1.3, 2.0], variance=1.7)),
+        ("matern12", lambda: K.Matern12(lengthscale=[0.7, 1.3, 2.0], variance=1.7)),
+        ("matern32", lambda: K.Matern32(lengthscale=0.9, variance=0.6, ard=False)),
+        ("matern52", lambda: K.Matern52(lengthscale=[0.7, 1.3, 2.0])),
+        ("rq", lambda: K.RationalQuadratic(lengthscale=1.1, alpha=0.7)),
+        ("periodic", lambda: K.Periodic(period=1.5, lengthscale=0.8)),
+        ("linear", lambda: K.Linear(variance=0.5)),
+        ("sum", lambda: K.RBF(lengthscale=1.0) + K.Linear(variance=0.5)),
+        ("product", lambda: K.RBF(lengthscale=1.0) * K.Matern32(lengthscale=2.0)),
+        ("scale", lambda: 3.0 * K.Matern52(lengthscale=[0.5, 1.0, 2.0])),
+        ("active", lambda: K.RBF(lengthscale=0.8).on([0, 2]) * K.Matern12().on([1])),
+    ]
+
+
+@pytest.mark.parametrize("batch", [(), (3,)])
+@pytest.mark.parametrize("name,make", _against_cases(), ids=[c[0] for c in _against_cases()])
+def test_against_equals_the_kernel_in_value_and_gradient(name, make, batch):
+    """``k.against(Z)(A)`` (the ``Z`` side prepared once, as the iterative exact GP's
+    products use it) is ``k(A, Z)``: values to rounding, gradients with respect to every
+    parameter and to ``A`` the same, for each row block of ``A``.  (``A``'s rows are not
+    ``Z``'s: at zero distance Matern 1/2's square root turns the distance form's rounding,
+    which depends on the centre, into 1e-8.)"""
+    g = torch.Generator().manual_seed(4)
+    Z = torch.randn(40, 3, generator=g, dtype=torch.float64) * 2 + 3
+    X = torch.randn(30, 3, generator=g, dtype=torch.float64) * 2 + 3
+    k = make().build(3, batch)
+    block = k.against(Z)
+    for rows in (slice(0, 1), slice(5, 17), slice(0, 30)):
+        A = X[rows].clone().requires_grad_(True)
+        ref, got = k(A, Z), block(A)
+        torch.testing.assert_close(got, ref, rtol=1e-11, atol=1e-13)
+        w = torch.randn(ref.shape, generator=g, dtype=torch.float64)
+        params = [A, *k.parameters()]
+        g_ref = torch.autograd.grad((ref * w).sum(), params, retain_graph=True)
+        g_got = torch.autograd.grad((got * w).sum(), params, retain_graph=True)
+        for a, b in zip(g_got, g_ref, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_against_keeps_other_rows_exact_beside_a_far_row():
+    """The prepared side is centred on the median of ``Z``'s rows, so a far row in either
+    argument leaves every other entry as exact as ``k(A, Z)``'s."""
+    g = torch.Generator().manual_seed(3)
+    Z = torch.randn(9, 3, generator=g, dtype=torch.float64)
+    A = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    ls = torch.tensor([0.7, 1.3, 0.9], dtype=torch.float64)
+    exact = 1.7 * torch.exp(-0.5 * _r(A, Z, ls) ** 2)
+    k = _build(K.RBF(lengthscale=[0.7, 1.3, 0.9], variance=1.7))
+    far_z, far_a = Z.clone(), A.clone()
+    far_z[4, 1], far_a[2, 0] = 1e17, -1e17
+    with torch.no_grad():
+        got = k.against(far_z)(A)
+        keep = [0, 1, 2, 3, 5, 6, 7, 8]
+        torch.testing.assert_close(got[:, keep], exact[:, keep], rtol=1e-12, atol=1e-14)
+        assert bool((got[:, 4] == 0).all())
+        got = k.against(Z)(far_a)
+        rows = [0, 1, 3, 4, 5]
+        torch.testing.assert_close(got[rows], exact[rows], rtol=1e-12, atol=1e-14)
+        assert bool((got[2] == 0).all())

@@ -68,6 +68,21 @@ def test_kernel_blocks_are_sized_by_device_and_chunking_keeps_the_product():
                               atol=1e-12, rtol=0)
 
 
+def test_products_prepare_the_kernel_once_and_follow_its_parameters():
+    """A product through ``kernel.against`` (the full side prepared once per product)
+    equals the dense product and the per-block ``cross`` path; a product after the kernel's
+    parameters change uses the new values (nothing prepared is kept between products)."""
+    X, y, k, s2 = _problem(N=250)
+    V = torch.stack([y, torch.sin(X[:, 2])], 1)
+    op = KernelOperator(k, X, s2, chunk_rows=37)
+    plain = KernelOperator(lambda A, B: k(A, B), X, s2, chunk_rows=37)
+    torch.testing.assert_close(op.matmul(V), _dense(k, X, s2) @ V, rtol=0, atol=1e-11)
+    torch.testing.assert_close(op.matmul(V), plain.matmul(V), rtol=0, atol=1e-12)
+    with torch.no_grad():
+        k.lengthscale = 0.3
+    torch.testing.assert_close(op.matmul(V), _dense(k, X, s2) @ V, rtol=0, atol=1e-11)
+
+
 def test_pivoted_cholesky_full_rank_is_exact_and_preconditioner_algebra():
     X, _, k, s2 = _problem(N=60)
     Kx = k(X).detach()

@@ -11,6 +11,7 @@ latent functions with their own hyperparameters).  Inputs are ``(..., N, D)``;
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -78,6 +79,15 @@ class Kernel(nn.Module):
         """Diagonal ``k(x_n, x_n)``, shape ``(*batch, N)``, without forming K."""
         raise NotImplementedError
 
+    def against(self, Z: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+        """``A -> k(A, Z)`` ``(*batch, rows, M)`` with ``Z`` ``(..., M, D)`` fixed: for callers
+        that take many row blocks against the same ``Z`` (the matrix-free products of
+        :mod:`latentgp.linalg_iterative`).  Kernels whose ``Z`` side costs ``O(M D)`` per
+        call (scaling, centring, norms) do that work once here; the values equal
+        ``self(A, Z)`` up to rounding.  The function holds the parameters' values when it
+        was made: make a new one after they change."""
+        return lambda A: self(A, Z)
+
     # -- algebra -----------------------------------------------------------------
     def __add__(self, other: Kernel) -> Kernel:
         return Sum(self, other)
@@ -126,6 +136,17 @@ class Sum(Kernel):
             out = out + k(X, Z)
         return out
 
+    def against(self, Z):  # noqa: D102
+        parts = [k.against(Z) for k in self.kernels]
+
+        def block(A):
+            out = parts[0](A)
+            for p in parts[1:]:
+                out = out + p(A)
+            return out
+
+        return block
+
     def diag(self, X):  # noqa: D102
         out = self.kernels[0].diag(X)
         for k in self.kernels[1:]:
@@ -144,6 +165,17 @@ class Product(Sum):
         for k in self.kernels[1:]:
             out = out * k(X, Z)
         return out
+
+    def against(self, Z):  # noqa: D102
+        parts = [k.against(Z) for k in self.kernels]
+
+        def block(A):
+            out = parts[0](A)
+            for p in parts[1:]:
+                out = out * p(A)
+            return out
+
+        return block
 
     def diag(self, X):  # noqa: D102
         out = self.kernels[0].diag(X)
@@ -178,6 +210,10 @@ class Scale(Kernel):
 
     def forward(self, X, Z=None):  # noqa: D102
         return self.variance[..., None, None] * self.kernel(X, Z)
+
+    def against(self, Z):  # noqa: D102
+        inner, s = self.kernel.against(Z), self.variance[..., None, None]
+        return lambda A: s * inner(A)
 
     def diag(self, X):  # noqa: D102
         return self.variance[..., None] * self.kernel.diag(X)
@@ -216,6 +252,10 @@ class Active(Kernel):
 
     def forward(self, X, Z=None):  # noqa: D102
         return self.kernel(self._columns(X), self._columns(Z))
+
+    def against(self, Z):  # noqa: D102
+        inner = self.kernel.against(self._columns(Z))
+        return lambda A: inner(self._columns(A))
 
     def diag(self, X):  # noqa: D102
         return self.kernel.diag(self._columns(X))

@@ -177,6 +177,24 @@ class Stationary(Kernel):
         self._check_built()
         return self.variance[..., None, None] * self.profile(scaled_sqdist(X, Z, self.lengthscale))
 
+    def against(self, Z):
+        """``A -> k(A, Z)`` with ``Z / l``, its centre and ``|z|^2`` computed once (the
+        centre is the median of ``Z``'s rows alone)."""
+        self._check_built()
+        ls, var = self.lengthscale[..., None, :], self.variance[..., None, None]
+        Zs = Z / ls
+        c = centre(Zs)
+        Zs = Zs - c
+        z2 = (Zs * Zs).sum(-1)
+
+        def block(A):
+            As = A / ls - c
+            x2 = (As * As).sum(-1)
+            r2 = (x2[..., :, None] + z2[..., None, :] - 2.0 * As @ Zs.mT).clamp_min(0.0)
+            return var * self.profile(r2)
+
+        return block
+
     def diag(self, X):
         self._check_built()
         shape = torch.broadcast_shapes(self.batch_shape + (1,), X.shape[:-1])
@@ -218,6 +236,26 @@ class RBF(Stationary):
         Xa = torch.cat([Xs, -0.5 * x2, torch.ones_like(x2)], -1)
         Za = torch.cat([Zs, torch.ones_like(z2), log_var - 0.5 * z2], -1)
         return torch.exp(Xa @ Za.mT)
+
+    def against(self, Z):
+        """``A -> k(A, Z)`` with ``Z``'s augmented rows (the product form above) built once
+        (the centre is the median of ``Z``'s rows alone): a block is then the scaling of
+        its own rows, one product and one exponential."""
+        self._check_built()
+        ls = self.lengthscale[..., None, :]
+        Zs = Z / ls
+        c = centre(Zs)
+        Zs = Zs - c
+        z2 = (Zs * Zs).sum(-1, keepdim=True)
+        log_var = self.variance.log()[..., None, None]
+        Za = torch.cat([Zs, torch.ones_like(z2), log_var - 0.5 * z2], -1)
+
+        def block(A):
+            As = A / ls - c
+            x2 = (As * As).sum(-1, keepdim=True)
+            return torch.exp(torch.cat([As, -0.5 * x2, torch.ones_like(x2)], -1) @ Za.mT)
+
+        return block
 
 
 @register("rationalquadratic", "rq")
