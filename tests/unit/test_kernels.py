@@ -191,7 +191,8 @@ def _against_cases():
 def test_against_equals_the_kernel_in_value_and_gradient(name, make, batch):
     """``k.against(Z)(A)`` (the ``Z`` side prepared once, as the iterative exact GP's
     products use it) is ``k(A, Z)``: values to rounding, gradients with respect to every
-    parameter and to ``A`` the same, for each row block of ``A``.  (``A``'s rows are not
+    parameter and to ``A`` the same, for each row block of ``A``; with ``out=`` (a view
+    of a larger buffer) the values land in it.  (``A``'s rows are not
     ``Z``'s: at zero distance Matern 1/2's square root turns the distance form's rounding,
     which depends on the centre, into 1e-8.)"""
     g = torch.Generator().manual_seed(4)
@@ -209,6 +210,12 @@ def test_against_equals_the_kernel_in_value_and_gradient(name, make, batch):
         g_got = torch.autograd.grad((got * w).sum(), params, retain_graph=True)
         for a, b in zip(g_got, g_ref, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+        with torch.no_grad():  # into a caller's buffer: the same values, in that buffer
+            buf = torch.full((*ref.shape[:-2], 40, 40), float("nan"), dtype=torch.float64)
+            view = buf[..., : ref.shape[-2], :]
+            into = block(A, out=view)
+            assert into.data_ptr() == view.data_ptr()
+            torch.testing.assert_close(view, ref, rtol=1e-11, atol=1e-13)
 
 
 def test_against_keeps_other_rows_exact_beside_a_far_row():

@@ -19,6 +19,15 @@ from torch import nn
 
 from ..parameters import positive_parameter, softplus
 
+#: what :meth:`Kernel.against` returns: ``block(A, out=None) -> k(A, Z)``
+Block = Callable[..., torch.Tensor]
+
+
+def into(values: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """``values``, or ``out`` holding them when ``out`` is given (a block function's
+    ``out`` argument, :meth:`Kernel.against`)."""
+    return values if out is None else out.copy_(values)
+
 
 class Kernel(nn.Module):
     """A covariance function ``k(x, x')``.
@@ -79,14 +88,21 @@ class Kernel(nn.Module):
         """Diagonal ``k(x_n, x_n)``, shape ``(*batch, N)``, without forming K."""
         raise NotImplementedError
 
-    def against(self, Z: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
-        """``A -> k(A, Z)`` ``(*batch, rows, M)`` with ``Z`` ``(..., M, D)`` fixed: for callers
-        that take many row blocks against the same ``Z`` (the matrix-free products of
-        :mod:`latentgp.linalg_iterative`).  Kernels whose ``Z`` side costs ``O(M D)`` per
-        call (scaling, centring, norms) do that work once here; the values equal
-        ``self(A, Z)`` up to rounding.  The function holds the parameters' values when it
-        was made: make a new one after they change."""
-        return lambda A: self(A, Z)
+    def against(self, Z: torch.Tensor) -> Block:
+        """``block(A, out=None) -> k(A, Z)`` ``(*batch, rows, M)`` with ``Z`` ``(..., M, D)``
+        fixed: for callers that take many row blocks against the same ``Z`` (the
+        matrix-free products of :mod:`latentgp.linalg_iterative`).  Kernels whose ``Z``
+        side costs ``O(M D)`` per call (scaling, centring, norms) do that work once here;
+        the values equal ``self(A, Z)`` up to rounding.  ``out``: a tensor of the block's
+        shape that receives the values and is returned (outside autograd only), so that a
+        caller taking many blocks reuses one buffer instead of allocating each (RBF
+        computes the block in it; other kernels copy into it).  The function holds the
+        parameters' values when it was made: make a new one after they change."""
+
+        def block(A, out=None):
+            return into(self(A, Z), out)
+
+        return block
 
     # -- algebra -----------------------------------------------------------------
     def __add__(self, other: Kernel) -> Kernel:
@@ -139,11 +155,11 @@ class Sum(Kernel):
     def against(self, Z):  # noqa: D102
         parts = [k.against(Z) for k in self.kernels]
 
-        def block(A):
-            out = parts[0](A)
+        def block(A, out=None):
+            res = parts[0](A, out=out)
             for p in parts[1:]:
-                out = out + p(A)
-            return out
+                res = res + p(A) if out is None else res.add_(p(A))
+            return res
 
         return block
 
@@ -169,11 +185,11 @@ class Product(Sum):
     def against(self, Z):  # noqa: D102
         parts = [k.against(Z) for k in self.kernels]
 
-        def block(A):
-            out = parts[0](A)
+        def block(A, out=None):
+            res = parts[0](A, out=out)
             for p in parts[1:]:
-                out = out * p(A)
-            return out
+                res = res * p(A) if out is None else res.mul_(p(A))
+            return res
 
         return block
 
@@ -213,7 +229,12 @@ class Scale(Kernel):
 
     def against(self, Z):  # noqa: D102
         inner, s = self.kernel.against(Z), self.variance[..., None, None]
-        return lambda A: s * inner(A)
+
+        def block(A, out=None):
+            res = inner(A, out=out)
+            return s * res if out is None else res.mul_(s)
+
+        return block
 
     def diag(self, X):  # noqa: D102
         return self.variance[..., None] * self.kernel.diag(X)
@@ -255,7 +276,7 @@ class Active(Kernel):
 
     def against(self, Z):  # noqa: D102
         inner = self.kernel.against(self._columns(Z))
-        return lambda A: inner(self._columns(A))
+        return lambda A, out=None: inner(self._columns(A), out=out)
 
     def diag(self, X):  # noqa: D102
         return self.kernel.diag(self._columns(X))

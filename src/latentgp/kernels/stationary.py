@@ -23,7 +23,7 @@ from ..parameters import (
     positive_parameter,
     softplus,
 )
-from .base import Kernel, register
+from .base import Kernel, into, register
 
 #: rows of each argument that the centre's median looks at (evenly strided)
 _CENTRE_ROWS = 1024
@@ -187,11 +187,11 @@ class Stationary(Kernel):
         Zs = Zs - c
         z2 = (Zs * Zs).sum(-1)
 
-        def block(A):
+        def block(A, out=None):
             As = A / ls - c
             x2 = (As * As).sum(-1)
             r2 = (x2[..., :, None] + z2[..., None, :] - 2.0 * As @ Zs.mT).clamp_min(0.0)
-            return var * self.profile(r2)
+            return into(var * self.profile(r2), out)
 
         return block
 
@@ -250,10 +250,13 @@ class RBF(Stationary):
         log_var = self.variance.log()[..., None, None]
         Za = torch.cat([Zs, torch.ones_like(z2), log_var - 0.5 * z2], -1)
 
-        def block(A):
+        def block(A, out=None):
             As = A / ls - c
             x2 = (As * As).sum(-1, keepdim=True)
-            return torch.exp(torch.cat([As, -0.5 * x2, torch.ones_like(x2)], -1) @ Za.mT)
+            Aa = torch.cat([As, -0.5 * x2, torch.ones_like(x2)], -1)
+            if out is None:
+                return torch.exp(Aa @ Za.mT)
+            return torch.matmul(Aa, Za.mT, out=out).exp_()
 
         return block
 
