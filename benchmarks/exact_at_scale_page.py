@@ -416,10 +416,19 @@ NOTES = [
     "slowly when the 250 L-BFGS steps ended; the GPU-trained exact GP's 0.525 and 0.858 "
     "are better in both (0.405 against 0.447 in the file's units). So the issue's RMSE "
     "condition holds for the exact GP trained on the GPU; the 2-core training-time "
-    "target does not (above). |",
+    "target does not (above). "
+    "**Session 22:** a product on all 41,157 rows (17 columns, one thread) now takes 8.9 "
+    "to 10.7 CPU s with no system time (the full side of every kernel block prepared once "
+    "per product and one block buffer reused; before, in the same run, 13.0 to 13.3 s of "
+    "user time plus 0 to 6 s of page-fault system time), so one evaluation of 65 to 100 "
+    "products is about 10 to 18 CPU minutes: still above what a fit of several "
+    "evaluations can spend in 30 minutes on 2 cores (session 18's first full-data L-BFGS "
+    "step had not finished after 84 CPU minutes, about 300 products at 14 to 17 CPU s "
+    "each). Not rerun. |",
     "| N = 2 x 10^5 synthetic, one evaluation and prediction | not run: at (2 x 10^5 / "
     "41,157)^2 = 24 times the measured 14 to 17 CPU s, one product is 6 to 7 CPU "
-    "minutes, and an evaluation of tens of iterations several CPU hours. On a GPU it "
+    "minutes (about 4 at session 22's 9 to 11 s), and an evaluation of tens of "
+    "iterations several CPU hours. On a GPU it "
     "ran (section above: 58 s per evaluation, 93 CG iterations, 2.1 GB) |",
     "| GPyTorch at N = 10^5 | its default path forms the N x N kernel matrix (40 GB in "
     "float32), more than this machine's 23 GB |",
