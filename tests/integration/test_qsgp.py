@@ -816,6 +816,30 @@ def test_default_fit_pretrains_the_kernel_keeps_it_and_picks_the_mean_step():
     assert small.mean_step == "gradient" and small.history_.batch_size == 400
 
 
+def test_default_fit_on_rows_within_its_pretrain_keeps_the_exact_gps_noise():
+    """Every row in the pretrain (at most 1,000): the exact GP's noise is the marginal
+    likelihood's optimum on all the data, so the default keeps the kernel and the noise
+    (re-derived by fitting that exact GP independently), says so, and stores the resolved
+    choice; an explicit ``learn_hyperparameters="noise"`` still learns it.  The default
+    basis has at most one random feature per row; an explicit ``num_basis`` is kept."""
+    from latentgp.models.exact import pretrain_subset
+
+    X, y = _data(n=250, d=2, seed=5)
+    m = lg.QSGP().fit(X, y, max_steps=20, seed=0, progress=False)
+    assert m.m == 250 and m.learn_hyperparameters is False
+    assert m.get_config()["learn_hyperparameters"] is False
+    assert any("every row was in the pretrain" in e for e in m.history_.events)
+    idx = pretrain_subset(250, 1000, m.basis.seed).numpy()
+    ys = m.scale_targets(y).numpy()
+    ex = lg.ExactGP(normalize_y=False).fit(X[idx], ys[idx], seed=0, progress=False)
+    assert torch.allclose(m.likelihood.variance, ex.likelihood.variance, rtol=1e-6)
+    assert torch.allclose(m.kernel.lengthscale, ex.kernel.lengthscale, rtol=1e-5)
+    learned = lg.QSGP(num_basis=400, learn_hyperparameters="noise")
+    learned.fit(X, y, max_steps=20, seed=0, progress=False)
+    assert learned.m == 400 and learned.learn_hyperparameters == "noise"
+    assert not torch.allclose(learned.likelihood.variance, ex.likelihood.variance, rtol=1e-3)
+
+
 def test_newton_step_without_its_anchor_warns_at_the_fit():
     """A minibatch below 4 x the basis batch leaves the Newton step without its anchor
     (it stalls at a noise floor): the fit says so; the default batch does not."""
