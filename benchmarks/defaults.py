@@ -252,11 +252,12 @@ def write(rows: list[dict[str, Any]], out: str, parts: list | None = None) -> No
 #: how the rows of the page were measured (edit with each merge)
 RUN_STORY = """This page joins partial runs (the provenance of each is in the JSON's
 `parts`; the commit and time of each row are listed under the table). The diabetes row of
-QSGP was measured again in session 22 (commit 701d9eb), after the QSGP default for small
-data changed (one random feature per row, 309 here, and the exact GP's noise kept when the
-pretrain saw every row; the default of the commits between, 2,000 features and the noise
-learned, gave test NLPD 5.80 on this split); it was first measured in session 13 (commit
-72b2222, test NLPD 5.441, 1,000 features, the previous convergence rule); the diabetes rows of ExactGP and VFE, also first measured then, were measured again in
+QSGP was measured again in session 22 (commit c2fa262), after the QSGP default for small
+data changed to one random feature per row (309 here; the default of the commits between,
+2,000 features, gave test NLPD 5.80 on this split, and keeping the pretrained exact GP's
+noise, tried and rejected in that session, 5.47); it was first measured in session 13
+(commit 72b2222, test NLPD 5.441, 1,000 features, the previous convergence rule, before
+the exact-GP pretrain); the diabetes rows of ExactGP and VFE, also first measured then, were measured again in
 session 16 (commit 6f03b43, ExactGP at its tolerance of 1e-9). The other rows of the first
 seven sets were measured in session 14 at commit f2937cd, after minibatch windows began to
 grow with the run (a fifth of the steps so far, with a proportional tolerance). Session 15
