@@ -252,7 +252,7 @@ def write(rows: list[dict[str, Any]], out: str, parts: list | None = None) -> No
 #: how the rows of the page were measured (edit with each merge)
 RUN_STORY = """This page joins partial runs (the provenance of each is in the JSON's
 `parts`; the commit and time of each row are listed under the table). The diabetes row of
-QSGP was measured again in session 22 (commit c2fa262), after the QSGP default for small
+QSGP was measured again in session 22 (commit ab7f264, the code of c2fa262), after the QSGP default for small
 data changed to one random feature per row (309 here; the default of the commits between,
 2,000 features, gave test NLPD 5.80 on this split, and keeping the pretrained exact GP's
 noise, tried and rejected in that session, 5.47); it was first measured in session 13
