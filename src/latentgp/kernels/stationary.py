@@ -178,8 +178,8 @@ class Stationary(Kernel):
         return self.variance[..., None, None] * self.profile(scaled_sqdist(X, Z, self.lengthscale))
 
     def against(self, Z):
-        """``A -> k(A, Z)`` with ``Z / l``, its centre and ``|z|^2`` computed once (the
-        centre is the median of ``Z``'s rows alone)."""
+        """:meth:`Kernel.against`: ``Z / l``, its centre and ``|z|^2`` computed once (the
+        centre is the median of ``Z``'s rows alone); ``out`` receives a copy."""
         self._check_built()
         ls, var = self.lengthscale[..., None, :], self.variance[..., None, None]
         Zs = Z / ls
@@ -238,9 +238,9 @@ class RBF(Stationary):
         return torch.exp(Xa @ Za.mT)
 
     def against(self, Z):
-        """``A -> k(A, Z)`` with ``Z``'s augmented rows (the product form above) built once
-        (the centre is the median of ``Z``'s rows alone): a block is then the scaling of
-        its own rows, one product and one exponential."""
+        """:meth:`Kernel.against`: ``Z``'s augmented rows (the product form above) built
+        once (the centre is the median of ``Z``'s rows alone): a block is then the scaling
+        of its own rows, one product and one exponential, both in ``out`` when given."""
         self._check_built()
         ls = self.lengthscale[..., None, :]
         Zs = Z / ls
