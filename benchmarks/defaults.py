@@ -252,32 +252,33 @@ def write(rows: list[dict[str, Any]], out: str, parts: list | None = None) -> No
 #: how the rows of the page were measured (edit with each merge)
 RUN_STORY = """This page joins partial runs (the provenance of each is in the JSON's
 `parts`; the commit and time of each row are listed under the table). The diabetes row of
-QSGP was measured again in session 22 (commit ab7f264, the code of c2fa262), after the QSGP default for small
-data changed to one random feature per row (309 here; the default of the commits between,
-2,000 features, gave test NLPD 5.80 on this split, and keeping the pretrained exact GP's
-noise, tried and rejected in that session, 5.47); it was first measured in session 13
-(commit 72b2222, test NLPD 5.441, 1,000 features, the previous convergence rule, before
-the exact-GP pretrain); the diabetes rows of ExactGP and VFE, also first measured then, were measured again in
-session 16 (commit 6f03b43, ExactGP at its tolerance of 1e-9). The other rows of the first
-seven sets were measured in session 14 at commit f2937cd, after minibatch windows began to
-grow with the run (a fifth of the steps so far, with a proportional tolerance). Session 15
-added digits (commit 06b8790), the SEP and SAVIGP rows of breast_cancer and the SVGP row of
-diamonds (commit 0b969d6, which records failed fits; the training code is that of 06b8790);
-two of these ran side by side for parts of their runs. Later in session 15 the rows of SVGP,
-SHGP and SVHGP on up to 1,024 rows (diabetes SVGP, breast_cancer SVGP, quine, mcycle SHGP
-and SVHGP) were measured again at commit 3d6bddf, after their default became full-batch
-L-BFGS (they replace the Adam rows of session 14); GFITC and SMGP were added (training code
-of 06b8790 at commit a49db46; neither is affected by that change); and breast_cancer's SEP
-row was measured at commit 26ea00a, after issue 23 changed SEP's hyperparameter step (log
+QSGP was measured again in session 22 (commit ab7f264, the code of c2fa262), after the
+QSGP default for small data changed to one random feature per row (309 here; the default
+of the commits between, 2,000 features, gave test NLPD 5.80 on this split, and keeping the
+pretrained exact GP's noise, tried and rejected in that session, 5.47); it was first
+measured in session 13 (commit 72b2222, test NLPD 5.441, 1,000 features, the previous
+convergence rule, before the exact-GP pretrain); the diabetes rows of ExactGP and VFE,
+also first measured then, were measured again in session 16 (commit 6f03b43, ExactGP at
+its tolerance of 1e-9). The other rows of the first seven sets were measured in session 14
+at commit f2937cd, after minibatch windows began to grow with the run (a fifth of the
+steps so far, with a proportional tolerance). Session 15 added digits (commit 06b8790),
+the SEP and SAVIGP rows of breast_cancer and the SVGP row of diamonds (commit 0b969d6,
+which records failed fits; the training code is that of 06b8790); two of these ran side by
+side for parts of their runs. Later in session 15 the rows of SVGP, SHGP and SVHGP on up
+to 1,024 rows (diabetes SVGP, breast_cancer SVGP, quine, mcycle SHGP and SVHGP) were
+measured again at commit 3d6bddf, after their default became full-batch L-BFGS (they
+replace the Adam rows of session 14); GFITC and SMGP were added (training code of 06b8790
+at commit a49db46; neither is affected by that change); and breast_cancer's SEP row was
+measured at commit 26ea00a, after issue 23 changed SEP's hyperparameter step (log
 coordinates, each step checked against the EP energy). Session 16 measured breast_cancer's
 SAVIGP row again at commit 82a8563, after SAVIGP's default on small data became full-batch
 L-BFGS on held Monte Carlo draws (it replaces the Adam row of session 15), added the
 diabetes DeepGP row at commit 109d4c1, after its small-data default became full-batch
 L-BFGS, and mcycle SLGP at commit dfbd07a, after its default fit began to stop on held-out
-rows. Every run shared the 2 cores with other work (load average 5 to 13 in session 14,
-6 to 12 in session 15, where the digits process got 30 to 40% of a core, 8 to 12 in
-session 16), so each row's times are several times their unloaded values; only the ratio
-within a row means anything.
+rows. Every run shared the 2 cores with other work (load average 5 to 13 in session 14, 6
+to 12 in session 15, where the digits process got 30 to 40% of a core, 8 to 12 in session
+16), so each row's times are several times their unloaded values; only the ratio within a
+row means anything.
 """
 
 HEADER = """# Default fits against tuned fits (issue 30)
