@@ -245,18 +245,23 @@ def test_badly_scaled_data_gives_the_standardised_answer(model, kw, sx, sy, dup,
 @pytest.mark.slow
 def test_sklearn_estimator_absorbs_bad_scaling():
     """The sklearn estimators standardise inputs and targets: X x 1e-6, y x 1e6 give the
-    same predictions (in the original units) for the SVGP path too."""
+    same predictions (in the original units) for the SVGP path too.  With Adam every step
+    is the same map of the standardised problem, so the two agree to 1e-6; the small-data
+    default (full-batch L-BFGS, since dc068b7) reaches the same objective, but its line
+    searches carry the last-bit differences of the scaled inputs along 150 steps (5e-4
+    of the targets' spread apart), so it is held to 1e-3."""
     from latentgp.sklearn import GPRegressor
 
     rng = np.random.default_rng(3)
     X = rng.uniform(-3, 3, size=(80, 2))
     y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=80)
     Xt = rng.uniform(-3, 3, size=(25, 2))
-    kw = dict(method="svgp", num_inducing=15, max_steps=150, lr=0.03)
-    m0, s0 = GPRegressor(**kw).fit(X, y).predict(Xt, return_std=True)
-    m1, s1 = GPRegressor(**kw).fit(X * 1e-6, y * 1e6).predict(Xt * 1e-6, return_std=True)
-    np.testing.assert_allclose(m1 / 1e6, m0, atol=1e-6 * y.std())
-    np.testing.assert_allclose(s1 / 1e6, s0, rtol=1e-5)
+    for extra, tol in (({"optimizer": "adam"}, 1e-6), ({}, 1e-3)):
+        kw = dict(method="svgp", num_inducing=15, max_steps=150, lr=0.03, **extra)
+        m0, s0 = GPRegressor(**kw).fit(X, y).predict(Xt, return_std=True)
+        m1, s1 = GPRegressor(**kw).fit(X * 1e-6, y * 1e6).predict(Xt * 1e-6, return_std=True)
+        np.testing.assert_allclose(m1 / 1e6, m0, atol=tol * y.std())
+        np.testing.assert_allclose(s1 / 1e6, s0, rtol=10 * tol)
 
 
 def test_near_duplicate_inducing_inputs_change_nothing():
