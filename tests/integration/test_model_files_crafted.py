@@ -284,8 +284,10 @@ RUNTIME_SIZES = {"num_samples", "pred_samples", "num_predict_samples", "num_gate
 
 #: header sizes that the stored tensors do not fix and that allocate nothing on loading
 #: (SAVIGP's num_data is used by dense SAVIGP only; QSGP's configured num_basis is
-#: superseded by the built one): a file with them changed loads and predicts the same
-INERT = {("SAVIGP", "build.num_data"), ("QSGP", "config.num_basis")}
+#: superseded by the built one, and its pretrain_rows is read by a first fit only): a
+#: file with them changed loads and predicts the same
+INERT = {("SAVIGP", "build.num_data"), ("QSGP", "config.num_basis"),
+         ("QSGP", "config.hyperparameters.pretrain_rows")}
 
 
 def header_cases(family: str, path: Path, folder: Path, *, every_size: bool = False):
