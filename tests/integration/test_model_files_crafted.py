@@ -284,10 +284,13 @@ RUNTIME_SIZES = {"num_samples", "pred_samples", "num_predict_samples", "num_gate
 
 #: header sizes that the stored tensors do not fix and that allocate nothing on loading
 #: (SAVIGP's num_data is used by dense SAVIGP only; QSGP's configured num_basis is
-#: superseded by the built one, and its pretrain_rows is read by a first fit only): a
-#: file with them changed loads and predicts the same
+#: superseded by the built one, and its pretrain_rows is read by a first fit only; the
+#: options of ExactGP's iterative path are not read by a model on the Cholesky path, as
+#: the test's is): a file with them changed loads and predicts the same
 INERT = {("SAVIGP", "build.num_data"), ("QSGP", "config.num_basis"),
-         ("QSGP", "config.hyperparameters.pretrain_rows")}
+         ("QSGP", "config.hyperparameters.pretrain_rows")} | {
+    ("ExactGP", f"config.iterative.{name}")
+    for name in ("max_iter", "num_probes", "love_rank", "pretrain_rows", "finetune_steps")}
 
 
 def header_cases(family: str, path: Path, folder: Path, *, every_size: bool = False):
