@@ -616,3 +616,22 @@ def test_a_self_consistent_crafted_checkpoint_is_refused_before_loading(edit, tm
     with pytest.raises(ValueError, match=r"run.ckpt: record /model/q.q_mu is"):
         lg.SVGP(num_inducing=3).fit(X, y, max_steps=4, progress=False, seed=0,
                                      checkpoint=path, resume=True)
+
+
+def test_a_deepgp_header_with_too_many_layers_is_refused_at_once(folder):
+    """At most ``MAX_LAYERS`` layers: the constructor says so, and a saved DeepGP whose
+    header claims 200,000 layers (checksums consistent) is refused at once: the loader used
+    to plan every layer module before comparing a record, minutes for a 6 KB file."""
+    import time
+
+    from latentgp.models.deep import MAX_LAYERS
+
+    with pytest.raises(ValueError, match=f"num_layers={MAX_LAYERS + 1} is more than"):
+        lg.DeepGP(num_layers=MAX_LAYERS + 1)
+    path = save_family("DeepGP", folder)
+    crafted = rewritten(path, folder / "layers.pt",
+                        lambda h, s, p: h["config"].update(num_layers=200_000))
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="num_layers=200000 is more than") as err:
+        lg.load(crafted)
+    assert str(crafted) in str(err.value) and time.perf_counter() - start < 5

@@ -76,6 +76,10 @@ PREDICT_SEED = 20171
 #: default fit (full-batch L-BFGS with common random numbers, at most FULL_BATCH_ROWS rows;
 #: the constructor's ``num_samples`` when larger).
 FIXED_SAMPLES = 10
+#: most layers a DeepGP takes: a model file's header naming more (a crafted 6 KB file with
+#: num_layers = 200,000) made the loader plan that many layer modules, minutes before any
+#: record was compared; 1,000 plan in a third of a second
+MAX_LAYERS = 1000
 
 
 class DGPLayer(InducingInputs, nn.Module):
@@ -191,7 +195,8 @@ class DeepGP(GPModel):
 
     Parameters
     ----------
-    num_layers: L (1 is an SVGP with a shared-kernel, whitened full-covariance q(u)).
+    num_layers: L (1 is an SVGP with a shared-kernel, whitened full-covariance q(u)); at
+        most :data:`MAX_LAYERS` (1,000).
     num_inducing: M per layer.
     hidden_dim: outputs of each inner layer; default ``min(D, 30)`` (the paper's).
     likelihood, kernel: names or objects (see :class:`GPModel`); every layer gets its
@@ -249,6 +254,11 @@ class DeepGP(GPModel):
     ) -> None:
         super().__init__(kernel, likelihood, **common)
         self.num_layers = check_positive_int(num_layers, "num_layers")
+        if self.num_layers > MAX_LAYERS:
+            raise ValueError(
+                f"num_layers={self.num_layers} is more than {MAX_LAYERS} layers (each is a "
+                "module of its own; the doubly stochastic papers use 1 to 5)"
+            )
         self.num_inducing = check_positive_int(num_inducing, "num_inducing")
         self.hidden_dim = None if hidden_dim is None else check_positive_int(
             hidden_dim, "hidden_dim"
