@@ -52,6 +52,14 @@ def centre(Xs: torch.Tensor, Zs: torch.Tensor | None = None) -> torch.Tensor:
         return torch.cat(rows, -2).median(-2, keepdim=True).values
 
 
+def _sqdist(Xs: torch.Tensor, Zs: torch.Tensor, z2: torch.Tensor | None = None):
+    """``|x - z|^2`` ``(..., N, M)`` of centred rows ``Xs`` ``(..., N, D)``, ``Zs``
+    ``(..., M, D)`` by one product, clamped at zero (``z2``: ``|z|^2`` when known)."""
+    x2 = (Xs * Xs).sum(-1)
+    z2 = (Zs * Zs).sum(-1) if z2 is None else z2
+    return (x2[..., :, None] + z2[..., None, :] - 2.0 * Xs @ Zs.mT).clamp_min(0.0)
+
+
 def scaled_sqdist(X: torch.Tensor, Z: torch.Tensor | None, lengthscale: torch.Tensor):
     """Squared distance between rows of ``X/l`` and ``Z/l``.
 
@@ -68,18 +76,12 @@ def scaled_sqdist(X: torch.Tensor, Z: torch.Tensor | None, lengthscale: torch.Te
     Xs = X / ls
     if Z is None:
         Xs = Xs - centre(Xs)
-        x2 = (Xs * Xs).sum(-1)
-        d = x2[..., :, None] + x2[..., None, :] - 2.0 * Xs @ Xs.mT
-        d = d.clamp_min(0.0)
+        d = _sqdist(Xs, Xs)
         n = d.shape[-1]
         return d * (1.0 - torch.eye(n, dtype=d.dtype, device=d.device))
     Zs = Z / ls
     c = centre(Xs, Zs)
-    Xs, Zs = Xs - c, Zs - c
-    x2 = (Xs * Xs).sum(-1)
-    z2 = (Zs * Zs).sum(-1)
-    d = x2[..., :, None] + z2[..., None, :] - 2.0 * Xs @ Zs.mT
-    return d.clamp_min(0.0)
+    return _sqdist(Xs - c, Zs - c)
 
 
 class Stationary(Kernel):
@@ -182,16 +184,11 @@ class Stationary(Kernel):
         centre is the median of ``Z``'s rows alone); ``out`` receives a copy."""
         self._check_built()
         ls, var = self.lengthscale[..., None, :], self.variance[..., None, None]
-        Zs = Z / ls
-        c = centre(Zs)
-        Zs = Zs - c
+        Zs, c = _centred(Z / ls)
         z2 = (Zs * Zs).sum(-1)
 
         def block(A, out=None):
-            As = A / ls - c
-            x2 = (As * As).sum(-1)
-            r2 = (x2[..., :, None] + z2[..., None, :] - 2.0 * As @ Zs.mT).clamp_min(0.0)
-            return into(var * self.profile(r2), out)
+            return into(var * self.profile(_sqdist(A / ls - c, Zs, z2)), out)
 
         return block
 
@@ -203,6 +200,26 @@ class Stationary(Kernel):
     def _config_args(self):
         ls = self._init_lengthscale
         return {"lengthscale": ls, "variance": self._init_variance, "ard": self.ard}
+
+
+def _centred(Zs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(Zs - c, c)`` with ``c`` the :func:`centre` of ``Zs``'s rows alone (the prepared
+    side of :meth:`Kernel.against`)."""
+    c = centre(Zs)
+    return Zs - c, c
+
+
+def _row_rows(Xs: torch.Tensor) -> torch.Tensor:
+    """RBF's augmented left rows ``[x, -|x|^2/2, 1]`` of centred scaled ``Xs``."""
+    x2 = (Xs * Xs).sum(-1, keepdim=True)
+    return torch.cat([Xs, -0.5 * x2, torch.ones_like(x2)], -1)
+
+
+def _column_rows(Zs: torch.Tensor, log_var: torch.Tensor) -> torch.Tensor:
+    """RBF's augmented right rows ``[z, 1, log variance - |z|^2/2]``: ``exp`` of the
+    product of the two is the kernel block."""
+    z2 = (Zs * Zs).sum(-1, keepdim=True)
+    return torch.cat([Zs, torch.ones_like(z2), log_var - 0.5 * z2], -1)
 
 
 @register("rbf", "se", "squaredexponential", "gaussian")
@@ -229,13 +246,8 @@ class RBF(Stationary):
         ls = self.lengthscale[..., None, :]
         Xs, Zs = X / ls, Z / ls
         c = centre(Xs, Zs)
-        Xs, Zs = Xs - c, Zs - c
-        log_var = self.variance.log()[..., None, None]
-        x2 = (Xs * Xs).sum(-1, keepdim=True)
-        z2 = (Zs * Zs).sum(-1, keepdim=True)
-        Xa = torch.cat([Xs, -0.5 * x2, torch.ones_like(x2)], -1)
-        Za = torch.cat([Zs, torch.ones_like(z2), log_var - 0.5 * z2], -1)
-        return torch.exp(Xa @ Za.mT)
+        Za = _column_rows(Zs - c, self.variance.log()[..., None, None])
+        return torch.exp(_row_rows(Xs - c) @ Za.mT)
 
     def against(self, Z):
         """:meth:`Kernel.against`: ``Z``'s augmented rows (the product form above) built
@@ -243,17 +255,11 @@ class RBF(Stationary):
         of its own rows, one product and one exponential, both in ``out`` when given."""
         self._check_built()
         ls = self.lengthscale[..., None, :]
-        Zs = Z / ls
-        c = centre(Zs)
-        Zs = Zs - c
-        z2 = (Zs * Zs).sum(-1, keepdim=True)
-        log_var = self.variance.log()[..., None, None]
-        Za = torch.cat([Zs, torch.ones_like(z2), log_var - 0.5 * z2], -1)
+        Zs, c = _centred(Z / ls)
+        Za = _column_rows(Zs, self.variance.log()[..., None, None])
 
         def block(A, out=None):
-            As = A / ls - c
-            x2 = (As * As).sum(-1, keepdim=True)
-            Aa = torch.cat([As, -0.5 * x2, torch.ones_like(x2)], -1)
+            Aa = _row_rows(A / ls - c)
             if out is None:
                 return torch.exp(Aa @ Za.mT)
             return torch.matmul(Aa, Za.mT, out=out).exp_()
