@@ -56,7 +56,8 @@ def _sqdist(Xs: torch.Tensor, Zs: torch.Tensor, z2: torch.Tensor | None = None):
     """``|x - z|^2`` ``(..., N, M)`` of centred rows ``Xs`` ``(..., N, D)``, ``Zs``
     ``(..., M, D)`` by one product, clamped at zero (``z2``: ``|z|^2`` when known)."""
     x2 = (Xs * Xs).sum(-1)
-    z2 = (Zs * Zs).sum(-1) if z2 is None else z2
+    if z2 is None:  # one node for both sides when Zs is Xs (the gradients sum as before)
+        z2 = x2 if Zs is Xs else (Zs * Zs).sum(-1)
     return (x2[..., :, None] + z2[..., None, :] - 2.0 * Xs @ Zs.mT).clamp_min(0.0)
 
 
