@@ -31,7 +31,8 @@ def test_list_names_every_experiment_script(capsys):
     assert names == list(EXPERIMENTS)
     # helpers, not experiments: the GPflow runner (called by sparse_reproduction), the
     # reliability tables printer, the QSRVM, SLGP-moons, SEP crabs-ridge and BO-trajectory
-    # diagnostics (pages written by hand from their output), the QSGP default-fit runner (a
+    # diagnostics and QSGP's small-data comparison (pages written by hand from their
+    # output), the QSGP default-fit runner (a
     # section of the qsgp_reproduction page), the natural-gradient default comparison (its
     # page written by hand from its output), the stopping-rule traces (page written by hand
     # from their replay), the accelerator step benchmark (needs a GPU; gpu.md written by
@@ -46,6 +47,7 @@ def test_list_names_every_experiment_script(capsys):
         "sep_crabs_ridge",
         "qsgp_default_fit",
         "qsgp_rvm_diagnostic",
+        "qsgp_small_data",
         "qsgp_table3_lr",
         "slgp_moons_diagnostic",
         "natural_default",
