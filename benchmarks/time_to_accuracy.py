@@ -63,6 +63,8 @@ RESULTS = os.path.join(ROOT, "docs", "results")
 B, LR = 1024, 0.01
 #: hand-written reading of the committed run (diagnoses, caveats), appended to the page
 NOTES_FILE = os.path.join(HERE, "time_to_accuracy_notes.md")
+#: scores averaged by the page's second reading of every row (``tta_page.smoothed``)
+SMOOTH = 3
 CLOCK_WORDS = {"cpu": "CPU seconds of the worker process, one thread",
                "wall": "wall-clock seconds"}
 #: which per-step times of a worker's reply a clock sums
@@ -306,6 +308,14 @@ def page(rows: list[dict[str, Any]], args, sources: list[dict[str, Any]]) -> str
         "best (target <= 1.5). 'not reached': not within the budget (for the ratio, a "
         "lower bound from the peers' budgets).", "",
         *tta_page.table(rows), "",
+        f"The same rows read with every curve's test NLPD averaged over {SMOOTH} consecutive "
+        "scores (each score with the two before it; `tta_page.smoothed`), so that one "
+        "lucky or unlucky evaluation moves neither the level nor a time: between "
+        "evaluations a run's score moves by about the tolerance (elevators split 2 at "
+        "M = 1,024, in the notes below). The level is the best averaged value plus the "
+        "same tolerance; times are those at which the averaged curve first reaches it. A "
+        "default scored every 50 steps averages over twice the race's span.", "",
+        *tta_page.smoothed_table(rows, SMOOTH), "",
     ]
     out += [f"![{r['set']} split {r['split']} M {r['M']}]({tta_page.figure_name(r)})"
             for r in rows if r.get("curves")]

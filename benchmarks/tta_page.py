@@ -89,6 +89,30 @@ def summary(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def trailing_mean(values: list[float], window: int) -> list[float]:
+    """Each score replaced by the mean of it and the ``window - 1`` scores before it (fewer
+    at the start of the curve)."""
+    v = np.asarray(values, dtype=float)
+    c = np.concatenate([[0.0], np.cumsum(v)])
+    i = np.arange(1, len(v) + 1)
+    lo = np.maximum(0, i - window)
+    return ((c[i] - c[lo]) / (i - lo)).tolist()
+
+
+def smoothed(row: dict[str, Any], window: int) -> dict[str, Any]:
+    """A copy of ``row`` whose race curves and default curve read the trailing mean of
+    ``window`` consecutive test scores (the level and times of :func:`summary` then come
+    from the averaged curves): a reading that one lucky or unlucky score cannot move,
+    where the scores of a run move by about the tolerance between evaluations."""
+    def one(c: dict[str, list]) -> dict[str, list]:
+        return {**c, "nlpd": trailing_mean(c["nlpd"], window)}
+
+    out = {**row, "curves": {lab: one(c) for lab, c in (row.get("curves") or {}).items()}}
+    if row.get("default"):
+        out["default"] = {**row["default"], "curve": one(row["default"]["curve"])}
+    return out
+
+
 def normalise_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows of one run's JSON with ``likelihood``, ``tol``, ``budget``, ``default``
     and ``source`` (its command) filled in where an older run lacks them."""
@@ -209,6 +233,40 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['set']}{wall} | {r['likelihood']} | {r['split']} | {r['M']} | "
             f"{r.get('n_train', '')} | {s['best']:.3f} | +{r['tol']:g} | "
             + " | ".join(cells) + f" | {_ratio(s)} | " + " | ".join(_default_cells(r, s)) + " |"
+        )
+    return out
+
+
+def smoothed_table(rows: list[dict[str, Any]], window: int) -> list[str]:
+    """The target ratios of every row read from curves averaged over ``window`` scores
+    (:func:`smoothed`)."""
+    out = [
+        f"| set | split | M | level ({window}-score mean) | latentgp best | best peer "
+        "| best peer / latentgp best (3x) | default | default / latentgp best (1.5x) "
+        "| default scored every |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if not r.get("curves"):
+            continue
+        s = summary(smoothed(r, window))
+        if s.get("no_progress"):
+            out.append(f"| {r['set']} | {r['split']} | {r['M']} | {s['level']:.3f} | "
+                       "no configuration improved on the start | | n/a | | n/a | |")
+            continue
+        d = r.get("default")
+        if d is None:
+            default, ratio = "not run", "n/a"
+        else:
+            default = fmt_time(s["default_reach"])
+            ratio = (f"{s['ratio_default']:.2f}x" if s["ratio_default"] is not None
+                     else "default not reached" if s["default_reach"] is None
+                     else "latentgp not reached")
+        every = (d.get("every") or 50) if d else ""
+        out.append(
+            f"| {r['set']} | {r['split']} | {r['M']} | {s['level']:.3f} | "
+            f"{fmt_time(s['lg_best'])} | {fmt_time(s['peer_best'])} | {_ratio(s)} | "
+            f"{default} | {ratio} | {every} |"
         )
     return out
 

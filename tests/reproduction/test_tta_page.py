@@ -97,3 +97,33 @@ def test_merge_old_rows_and_default_only(tp):
     again = tp.merge([old, only, {"args": {"tol": 0.01}, "provenance": {},
                                   "rows": [dict(_race(), M=1024)]}])
     assert again[1]["default"] is dflt
+
+
+def test_the_averaged_reading_ignores_one_lucky_score(tp):
+    """``smoothed`` reads each curve as the trailing mean of 3 scores: a single low score
+    that set the level (and a configuration's time) no longer does, while a curve that
+    stays low keeps its time."""
+    assert tp.trailing_mean([3.0, 1.0, 2.0, 6.0], 3) == pytest.approx([3.0, 2.0, 2.0, 3.0])
+    assert tp.trailing_mean([1.0, 2.0], 1) == [1.0, 2.0]
+    row = {
+        "set": "s", "split": 0, "M": 256, "tol": 0.01,
+        "curves": {
+            # one lucky score at 10 s, then back above it
+            "latentgp Adam": _curve([0, 10, 20, 30, 40], [1.0, 0.40, 0.47, 0.47, 0.47]),
+            # steadily at 0.45 from 20 s
+            "GPflow Adam": _curve([0, 10, 20, 30, 40], [1.0, 0.6, 0.45, 0.45, 0.45]),
+        },
+        "default": {"curve": _curve([0, 10, 20, 30, 40], [1.0, 0.6, 0.45, 0.45, 0.45]),
+                    "total_seconds": 40.0, "final_nlpd": 0.45, "reason": "converged"},
+    }
+    raw = tp.summary(row)
+    assert raw["level"] == pytest.approx(0.41) and raw["lg_best"] == 10.0
+    assert raw["peer_best"] is None and raw["default_reach"] is None
+    avg = tp.summary(tp.smoothed(row, 3))
+    # averaged: latentgp's best 0.4467 (at 30 s), GPflow and the default 0.45 at 40 s
+    assert avg["level"] == pytest.approx((0.40 + 0.47 + 0.47) / 3 + 0.01)
+    assert avg["lg_best"] == 30.0 and avg["peer_best"] == 40.0 and avg["default_reach"] == 40.0
+    assert avg["ratio_default"] == pytest.approx(40.0 / 30.0)
+    assert row["curves"]["latentgp Adam"]["nlpd"][1] == 0.40  # the row is not changed
+    lines = tp.smoothed_table([row], 3)
+    assert lines[2].startswith("| s | 0 | 256 | 0.457 | 30.0 | 40.0 | 1.33x | 40.0 | 1.33x | 50 |")
