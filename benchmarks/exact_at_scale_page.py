@@ -7,7 +7,6 @@ import json
 import math
 import os
 
-from machine import describe as describe_machine
 from machine import stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -185,8 +184,26 @@ DEVICE_NOTES = [
     "rank-256 factor (195 MiB), and peaks at 764 MB resident including about 240 MB of "
     "libraries and data; on the GPU the peak is about 0.75 GB above that factor and grows "
     "with N (2,099 MB at 2 x 10^5). No device time was left to trace it there.",
+    "",
+    "Session 23 (no device lent; CPU only): the likely holder is prediction, not the "
+    "evaluation. Prediction's chunks had at least 256 test rows whatever N, and each chunk "
+    "forms `(N, rows)` cross-covariances and a few intermediates of that size: 205 MB each "
+    "at N = 10^5, about 0.7 GB in all, which no block-size setting of the products "
+    "touched (the rows above measure the device peak over the evaluation and the "
+    "prediction). On the CPU at N = 3 x 10^4 (synthetic, one thread, "
+    "`ru_maxrss` above the cached solver) prediction of 2,000 points took 204 MB with "
+    "256-row chunks and 15 MB with the chunks now used on the iterative path (one "
+    "training block's rows, 34 here; `ExactGP.prediction_chunk_rows`), at 3.1 against "
+    "2.8 CPU s. The GPU rows above predate this change; whether it brings the device "
+    "peak to 0.5 GB per 10^5 points is not measured.",
 ]
 
+
+
+def recorded_machine(prov: dict) -> str:
+    """The machine of a run as its provenance recorded it (``"2 cores, AMD EPYC"``), not
+    the machine that renders the page."""
+    return f"{prov.get('cpu_count', '?')} cores, {prov.get('cpu', 'unknown CPU')}"
 
 def write(res: dict, provenance: dict | None = None, trained: list | None = None) -> None:
     """The .json (stamped now, unless ``provenance`` of a stored run is given) and .md;
@@ -210,7 +227,7 @@ def write(res: dict, provenance: dict | None = None, trained: list | None = None
         "same hyperparameters.",
         "",
         f"Command: `{prov['command']}` (with `OMP_NUM_THREADS=1`). Machine: "
-        f"{describe_machine()}, shared with other jobs during the run (load average 5 to 9 "
+        f"{recorded_machine(prov)}, shared with other jobs during the run (load average 5 to 9 "
         "on 2 cores), so wall-clock seconds are several times the CPU seconds; compare the "
         f"CPU column. Commit `{prov['commit']}`, torch {prov['versions']['torch']}, "
         f"{prov['date']}; raw numbers and provenance in `exact_at_scale.json`.",

@@ -34,7 +34,7 @@ from .options import OptionGroup
 
 __all__ = [  # LoveCache and lanczos live in linalg_love
     "CGProgress", "CGResult", "IterativeOptions", "IterativeSolver", "KernelOperator", "LoveCache",
-    "PivotedCholeskyPreconditioner", "conjugate_gradients", "default_rank",
+    "PivotedCholeskyPreconditioner", "block_rows", "conjugate_gradients", "default_rank",
     "iterative_log_marginal", "iterative_solver", "lanczos", "lanczos_tridiagonals",
     "pivoted_cholesky", "preconditioner_for", "quadrature_log", "rademacher",
     "slq_from_cg", "slq_logdet",
@@ -59,6 +59,16 @@ CHUNK_ENTRIES_ACCELERATOR = 1 << 25
 #: point, so the factor stays within the memory target of 0.5 GB per 10^5 points
 #: together with CG's vectors and the LOVE cache, about 300 more numbers per point)
 RANK_MAX, RANK_ENTRIES, RANK_MIN = 1000, 1 << 23, 256
+
+
+def block_rows(num_data: int, device: torch.device | str, chunk_rows: int | None = None) -> int:
+    """Rows of one ``(rows, N)`` kernel block for ``N = num_data``: ``chunk_rows`` when
+    given, else :data:`CHUNK_ENTRIES` (the CPU) or :data:`CHUNK_ENTRIES_ACCELERATOR`
+    (another device) entries per block, at least one row."""
+    if chunk_rows:
+        return int(chunk_rows)
+    entries = CHUNK_ENTRIES if torch.device(device).type == "cpu" else CHUNK_ENTRIES_ACCELERATOR
+    return max(1, entries // max(1, int(num_data)))
 
 
 def default_rank(num_data: int) -> int:
@@ -186,9 +196,7 @@ class KernelOperator:
     ) -> None:
         self.cross, self.X = cross, X
         self.noise = noise
-        N = X.shape[0]
-        entries = CHUNK_ENTRIES if X.device.type == "cpu" else CHUNK_ENTRIES_ACCELERATOR
-        self.chunk_rows = int(chunk_rows or max(1, entries // max(1, N)))
+        self.chunk_rows = block_rows(X.shape[0], X.device, chunk_rows)
 
     @property
     def size(self) -> int:

@@ -157,6 +157,44 @@ def test_cg_path_never_forms_an_n_by_n_block():
     assert max(a * b for a, b in shapes) <= 50 * 400, max(shapes)
 
 
+def test_cg_path_predicts_in_the_blocks_of_its_products():
+    """Without a chunk size, prediction on the iterative path (LOVE variances) takes the
+    rows of one kernel block of the training products per chunk, so it forms no kernel
+    block larger than theirs (the general rule's 256-row minimum did); the moments are the
+    same as with larger chunks.  An explicit or configured chunk size, the CG variances
+    (a solve per chunk) and the Cholesky path keep the general rule."""
+    X, y, Xs = _data(600)
+    m = lg.ExactGP(solver="cg", iterative={"chunk_rows": 20, "rank": 10, "num_probes": 4,
+                                           "predict_tol": 1e-8})
+    m.initialize(X, y, seed=0)
+    assert m.prediction_chunk_rows() == 20
+    mean_big, var_big = m.predict_f(Xs, chunk_size=256)
+    shapes = []
+    forward = m.kernel.forward
+
+    def recording(A, B=None):
+        shapes.append((A.shape[0], A.shape[0] if B is None else B.shape[0]))
+        return forward(A, B)
+
+    m.kernel.forward = recording
+    mean, var = m.predict_f(Xs)
+    assert shapes and max(a * b for a, b in shapes) <= 20 * 600, max(shapes)
+    np.testing.assert_allclose(mean, mean_big, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(var, var_big, rtol=0, atol=1e-10)
+    assert m.prediction_chunk_rows(chunk_size=64) == 64
+    with lg.config(chunk_size=33):
+        assert m.prediction_chunk_rows() == 33
+    # on 5,000 rows the general rule's minimum (256 rows) is above one 2^20-entry block
+    X5, y5, _ = _data(5000, seed=1)
+    rows = {}
+    for label, solver, options in [("cholesky", "cholesky", {}), ("cg", "cg", {}),
+                                   ("cg variances", "cg", {"variance": "cg"})]:
+        model = lg.ExactGP(solver=solver, iterative=options)
+        model.initialize(X5, y5, seed=0)
+        rows[label] = model.prediction_chunk_rows()
+    assert rows == {"cholesky": 256, "cg": (1 << 20) // 5000, "cg variances": 256}
+
+
 def test_fit_on_the_cg_path_reaches_the_cholesky_optimum():
     X, y, _ = _data(400, seed=2)
     a = lg.ExactGP(solver="cholesky").fit(X, y, seed=0)

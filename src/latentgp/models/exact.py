@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ..config import get_config
 from ..constants import LOG_2PI
 from ..kernels import Kernel
 from ..likelihoods import Likelihood
@@ -25,6 +26,7 @@ from ..linalg_iterative import (
     IterativeOptions,
     IterativeSolver,
     LoveCache,
+    block_rows,
     iterative_log_marginal,
     iterative_solver,
 )
@@ -358,6 +360,22 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
 
     def _chunk_width(self) -> int:
         return int(self.X_train.shape[0])
+
+    def prediction_chunk_rows(self, chunk_size: int | None = None) -> int:
+        """Test rows per prediction chunk.  On the iterative path with LOVE variances, no
+        ``chunk_size`` given and none configured: the rows of one kernel block of the
+        training products (:func:`~latentgp.linalg_iterative.block_rows`, ``chunk_rows``
+        of the options), so that prediction holds no ``(N, rows)`` intermediate larger
+        than the training products' blocks.  The general rule's 256-row minimum held
+        about three ``(N, 256)`` intermediates (N = 3 x 10^4: 204 MB above the cached
+        solver, 23 MB with 34-row chunks, the same CPU time; about 0.7 GB at N = 10^5).
+        With ``variance="cg"`` each chunk is a CG solve, so the general rule stays."""
+        N = getattr(self, "X_train", None)
+        N = None if N is None else int(N.shape[0])
+        if (N is None or chunk_size or get_config().chunk_size or self.solver_for(N) != "cg"
+                or self.iterative.variance != "love"):
+            return super().prediction_chunk_rows(chunk_size)
+        return block_rows(N, self.X_train.device, self.iterative.chunk_rows)
 
     def _predict_f_chunk(self, Xs, cache):
         L, alpha = cache

@@ -81,8 +81,6 @@ class PredictionAPI:
         ``chunk_size``, else about a million entries per intermediate."""
         return rows_per_chunk(chunk_size, self._chunk_width())
 
-    _rows_per_chunk = prediction_chunk_rows
-
     def _chunk_width(self) -> int:
         """Columns of the largest per-row intermediate at prediction (M Q for sparse models)."""
         return int(getattr(self, "num_inducing", 0) or 0) * max(1, self.num_latent)
@@ -90,7 +88,7 @@ class PredictionAPI:
     def _latent_raw(self, X: torch.Tensor, chunk_size: int | None = None):
         """Latent marginals ``(N, Q)`` in scaled-target units, chunk by chunk."""
         cache = self.prediction_cache()
-        rows = self._rows_per_chunk(chunk_size)
+        rows = self.prediction_chunk_rows(chunk_size)
         return chunked(lambda xc: self._predict_f_chunk(xc, cache), X, rows=rows)
 
     def _unscale_moments(self, m: torch.Tensor, v: torch.Tensor):
@@ -142,7 +140,8 @@ class PredictionAPI:
             m, v = self._predict_f_chunk(xc, cache)
             return self.likelihood.predictive_moments(*self._lik_args(m, v))
 
-        m, v = self._unscale_moments(*chunked(moments, Xt, rows=self._rows_per_chunk(chunk_size)))
+        rows = self.prediction_chunk_rows(chunk_size)
+        m, v = self._unscale_moments(*chunked(moments, Xt, rows=rows))
         return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
 
     def log_predictive_density(
@@ -160,7 +159,7 @@ class PredictionAPI:
             lp = self.likelihood.predictive_log_density(yc, *self._lik_args(m, v))
             return lp.sum(-1) if lp.ndim > 1 else lp
 
-        (lpd,) = chunked(log_density, Xt, ys, rows=self._rows_per_chunk(chunk_size))
+        (lpd,) = chunked(log_density, Xt, ys, rows=self.prediction_chunk_rows(chunk_size))
         offset: Any = self._log_scale_sum()
         if offset and yt.ndim == 2 and bool(torch.isnan(yt).any()):
             # missing outputs: each row's density is over its observed outputs only

@@ -564,7 +564,8 @@ class SAVIGP(InducingInputs, GPModel):
             m, v = self._cached_marginals(xc, pcache)  # (K, B, Q)
             return mixture_predictive_moments(self.likelihood, w, m, v)
 
-        m, v = self._unscale_moments(*chunked(moments, Xt, rows=self._rows_per_chunk(chunk_size)))
+        rows = self.prediction_chunk_rows(chunk_size)
+        m, v = self._unscale_moments(*chunked(moments, Xt, rows=rows))
         return self._to_output(m, as_numpy), self._to_output(v, as_numpy)
 
     def log_predictive_density(self, X, y, chunk_size=None, as_numpy=True):
@@ -583,5 +584,5 @@ class SAVIGP(InducingInputs, GPModel):
                 self.likelihood, yc, logw, m, v, pred_samples=self.estimator.pred_samples
             )
 
-        (lpd,) = chunked(log_density, Xt, ys, rows=self._rows_per_chunk(chunk_size))
+        (lpd,) = chunked(log_density, Xt, ys, rows=self.prediction_chunk_rows(chunk_size))
         return self._to_output(lpd - self._log_scale_sum(), as_numpy)

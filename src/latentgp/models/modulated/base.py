@@ -72,7 +72,7 @@ class MixturePredictive:
     def _mixture(self, Xt: torch.Tensor, chunk_size: int | None = None):
         """Mixture of all rows of ``Xt``, in original units: three ``(N, K)`` tensors."""
         cache = self.prediction_cache()
-        rows = self._rows_per_chunk(chunk_size)
+        rows = self.prediction_chunk_rows(chunk_size)
         log_w, m, v = chunked(lambda xc: self._predictive_mixture(xc, cache), Xt, rows=rows)
         if self._uses_scaling():
             m, v = unscale_moments(m, v, self.y_scale[:1], self.y_mean[:1])

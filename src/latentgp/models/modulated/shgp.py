@@ -126,7 +126,7 @@ class SHGP(ModulatedSVGP):
         """Posterior-mean noise standard deviation sqrt(c) E[e^w] at ``X``, original units."""
         self._require_built()
         cache = self.prediction_cache()
-        rows = self._rows_per_chunk(chunk_size)
+        rows = self.prediction_chunk_rows(chunk_size)
 
         def sd(xc):
             return self.likelihood.noise_std(*self._predict_f_chunk(xc, cache))

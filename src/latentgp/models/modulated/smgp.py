@@ -155,7 +155,7 @@ class SMGP(ModulatedSVGP):
         def gates(xc):
             return self.likelihood.gate_probabilities(*self._predict_f_chunk(xc, cache))
 
-        (pi,) = chunked(gates, self._check_X(X), rows=self._rows_per_chunk(None))
+        (pi,) = chunked(gates, self._check_X(X), rows=self.prediction_chunk_rows(None))
         return pi.cpu().numpy()
 
 
