@@ -20,8 +20,6 @@ generator.
 from __future__ import annotations
 
 import dataclasses
-import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,15 +27,24 @@ import torch
 
 from .constants import LOG_2PI
 from .linalg import cho_solve, cholesky, logdet_chol
+from .linalg_cg import (
+    LOG_EVERY_SECONDS,
+    CGProgress,
+    CGResult,
+    conjugate_gradients,
+    lanczos_tridiagonals,
+    logger,
+    quadrature_log,
+)
 from .linalg_love import LoveCache, lanczos
 from .options import OptionGroup
 
-__all__ = [  # LoveCache and lanczos live in linalg_love
+__all__ = [  # CG and its record live in linalg_cg, LoveCache and lanczos in linalg_love
     "CGProgress", "CGResult", "IterativeOptions", "IterativeSolver", "KernelOperator", "LoveCache",
     "PivotedCholeskyPreconditioner", "block_rows", "conjugate_gradients", "default_rank",
     "iterative_log_marginal", "iterative_solver", "lanczos", "lanczos_tridiagonals",
     "pivoted_cholesky", "preconditioner_for", "quadrature_log", "rademacher",
-    "slq_from_cg", "slq_logdet",
+    "slq_from_cg", "slq_logdet", "LOG_EVERY_SECONDS", "logger",
 ]
 
 #: entries of one ``(rows, N)`` kernel block when ``chunk_rows`` is not given (2^20:
@@ -83,15 +90,6 @@ def default_rank(num_data: int) -> int:
     return max(1, min(RANK_MAX, n, max(RANK_MIN, RANK_ENTRIES // n)))
 
 Cross = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-#: where long CG solves report their progress (INFO, at most every
-#: :data:`LOG_EVERY_SECONDS`): ``logging.getLogger("latentgp.iterative")``; silent unless
-#: the application configures logging (``logging.basicConfig(level=logging.INFO)``)
-logger = logging.getLogger("latentgp.iterative")
-
-#: seconds between two progress lines of one solve (a solve that ends sooner logs nothing)
-LOG_EVERY_SECONDS = 30.0
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class IterativeOptions(OptionGroup):
@@ -341,165 +339,6 @@ class PivotedCholeskyPreconditioner:
         (variance ``2 sum_{i != j} F_ij^2 / t``, ``F = log(P^{-1/2} A P^{-1/2})``: the
         diagonal of ``F``, most of it at small noise, adds none)."""
         return self.power(W, 0.5)
-
-
-@dataclasses.dataclass
-class CGResult:
-    """What :func:`conjugate_gradients` returns.
-
-    solution: ``(N, C)``.  iterations: iterations run.  residual: ``(C,)`` final
-    relative residuals ``|b - A x| / |b|`` (of the recurrence).  converged: every column
-    reached ``tol``.  alphas, betas: ``(iterations, C)`` CG step coefficients (zero
-    after a column converged).  steps: ``(C,)`` iterations each column took.
-    residuals: ``(iterations, C)`` the relative residual of every column after each
-    iteration (a converged column keeps its last value): the record of the solve.
-    seconds: wall-clock seconds of the solve.
-    """
-
-    solution: torch.Tensor
-    iterations: int
-    residual: torch.Tensor
-    converged: bool
-    alphas: torch.Tensor
-    betas: torch.Tensor
-    steps: torch.Tensor
-    residuals: torch.Tensor
-    seconds: float = 0.0
-
-    def largest_residuals(self) -> list[float]:
-        """The largest relative residual over the columns after each iteration."""
-        return self.residuals.max(1).values.tolist() if self.iterations else []
-
-
-@dataclasses.dataclass(frozen=True)
-class CGProgress:
-    """What a ``monitor`` of :func:`conjugate_gradients` is given after each iteration.
-
-    iteration: iterations done.  residual: ``(C,)`` relative residuals now.  active:
-    columns not yet below ``tol``.  tol: the target.  seconds: since the solve began.
-    """
-
-    iteration: int
-    residual: torch.Tensor
-    active: int
-    tol: float
-    seconds: float
-
-    def describe(self) -> str:
-        """One line: iteration, the largest residual against ``tol``, columns left, time."""
-        return (f"CG iteration {self.iteration}: largest relative residual "
-                f"{float(self.residual.max()):.3g} (tol {self.tol:g}), {self.active} of "
-                f"{self.residual.numel()} columns active, {self.seconds:.1f} s")
-
-
-def conjugate_gradients(
-    matmul: Callable[[torch.Tensor], torch.Tensor],
-    B: torch.Tensor,
-    *,
-    precondition: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    tol: float = 1e-6,
-    max_iter: int = 1000,
-    x0: torch.Tensor | None = None,
-    monitor: Callable[[CGProgress], None] | None = None,
-) -> CGResult:
-    """Preconditioned CG for ``A X = B`` with ``C`` right-hand sides at once (``B``
-    ``(N, C)``, ``A`` symmetric positive definite given by ``matmul``); a column stops when
-    its relative residual is below ``tol``; one product with ``A`` per iteration.
-    ``x0`` ``(N, C)``: a starting guess (default zero; one more product with ``A``); the
-    Lanczos coefficients then belong to the start ``b - A x0``, so a run whose
-    coefficients feed SLQ starts from zero.
-
-    The residuals after every iteration are kept (:attr:`CGResult.residuals`);
-    ``monitor`` is called with a :class:`CGProgress` after each iteration (e.g. to watch a
-    solve whose products take seconds), and a solve that runs longer than
-    :data:`LOG_EVERY_SECONDS` logs a progress line to :data:`logger` at that interval."""
-    if B.ndim != 2:
-        raise ValueError(f"B must be (N, C), got shape {tuple(B.shape)}")
-    if x0 is not None and x0.shape != B.shape:
-        raise ValueError(f"x0 must have B's shape {tuple(B.shape)}, got {tuple(x0.shape)}")
-    M = precondition or (lambda V: V)
-    with torch.no_grad():
-        N, C = B.shape
-        bnorm = B.norm(dim=0)
-        active = bnorm > 0
-        safe = torch.where(active, bnorm, torch.ones_like(bnorm))
-        if x0 is None:
-            X = torch.zeros_like(B)
-            R = B.clone()
-        else:
-            X = x0.detach().clone()
-            R = B - matmul(X)
-        Zr = M(R)
-        P = Zr.clone()
-        rz = (R * Zr).sum(0)
-        alphas, betas, record = [], [], []
-        steps = torch.zeros(C, dtype=torch.long, device=B.device)
-        res = R.norm(dim=0) / safe
-        it = 0
-        start = last_log = time.perf_counter()
-        while bool(active.any()) and it < max_iter:
-            AP = matmul(P)
-            pap = (P * AP).sum(0)
-            a = torch.where(active, rz / torch.where(active, pap, 1.0), 0.0)
-            X += a * P
-            R -= a * AP
-            Zr = M(R)
-            rz_new = (R * Zr).sum(0)
-            b = torch.where(active, rz_new / torch.where(active, rz, 1.0), 0.0)
-            P = Zr + b * P
-            rz = torch.where(active, rz_new, rz)
-            alphas.append(a)
-            betas.append(b)
-            steps += active.long()
-            it += 1
-            res = torch.where(active, R.norm(dim=0) / safe, res)
-            active = active & (res > tol)
-            record.append(res)
-            now = time.perf_counter()
-            if monitor is not None or now - last_log >= LOG_EVERY_SECONDS:
-                progress = CGProgress(iteration=it, residual=res, active=int(active.sum()),
-                                      tol=tol, seconds=now - start)
-                if monitor is not None:
-                    monitor(progress)
-                if now - last_log >= LOG_EVERY_SECONDS:
-                    logger.info("%s", progress.describe())
-                    last_log = now
-        empty = B.new_zeros(0, C)
-        return CGResult(
-            solution=X,
-            iterations=it,
-            residual=res,
-            converged=not bool((res > tol).any()),
-            alphas=torch.stack(alphas) if alphas else empty,
-            betas=torch.stack(betas) if betas else empty,
-            steps=steps,
-            residuals=torch.stack(record) if record else empty,
-            seconds=time.perf_counter() - start,
-        )
-
-
-def lanczos_tridiagonals(result: CGResult, columns: Sequence[int]) -> list[torch.Tensor]:
-    """The Lanczos tridiagonal matrix ``T`` ``(m, m)`` of each of ``columns`` from the CG
-    coefficients (Saad 2003, 6.7.3): ``T_jj = 1/a_j + b_{j-1}/a_{j-1}``,
-    ``T_{j,j+1} = sqrt(b_j)/a_j``.  With a preconditioner ``P`` it is the tridiagonal of
-    ``P^{-1/2} A P^{-1/2}`` started at ``P^{-1/2} b / |P^{-1/2} b|``."""
-    out = []
-    for c in columns:
-        m = int(result.steps[c])
-        a, b = result.alphas[:m, c], result.betas[:m, c]
-        diag = 1.0 / a
-        diag[1:] = diag[1:] + b[:-1] / a[:-1]
-        off = b[:-1].sqrt() / a[:-1]
-        out.append(torch.diag(diag) + torch.diag(off, 1) + torch.diag(off, -1))
-    return out
-
-
-def quadrature_log(T: torch.Tensor) -> torch.Tensor:
-    """``e_1^T log(T) e_1`` (Gauss quadrature of ``log`` from a Lanczos matrix ``T``)."""
-    if T.shape[0] == 0:
-        return T.new_zeros(())
-    evals, evecs = torch.linalg.eigh(T)
-    return (evecs[0].square() * evals.clamp_min(1e-300).log()).sum()
 
 
 def rademacher(rows: int, cols: int, generator: torch.Generator, *, like: torch.Tensor):

@@ -39,6 +39,7 @@ RANKS = {
     "options": 0,
     "linalg": 1,
     "linalg_iterative": 1,
+    "linalg_cg": 1,
     "linalg_love": 1,
     "parameters": 1,
     "mixtures": 1,

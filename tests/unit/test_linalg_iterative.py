@@ -262,7 +262,7 @@ def test_cg_record_is_the_true_residual_of_each_iterate(monkeypatch, caplog):
     logger."""
     import logging
 
-    import latentgp.linalg_iterative as li
+    import latentgp.linalg_cg as linalg_cg
 
     X, y, k, s2 = _problem(N=120, noise=0.05)
     A = _dense(k, X, s2)
@@ -282,7 +282,7 @@ def test_cg_record_is_the_true_residual_of_each_iterate(monkeypatch, caplog):
         true = (B - A @ part.solution).norm(dim=0) / B.norm(dim=0)
         assert torch.allclose(res.residuals[kk - 1], true, rtol=1e-6, atol=1e-13)
     assert res.seconds > 0
-    monkeypatch.setattr(li, "LOG_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(linalg_cg, "LOG_EVERY_SECONDS", 0.0)
     with caplog.at_level(logging.INFO, logger="latentgp.iterative"):
         conjugate_gradients(lambda V: A @ V, B, tol=1e-8, max_iter=3)
     lines = [r.getMessage() for r in caplog.records if r.name == "latentgp.iterative"]
