@@ -28,12 +28,10 @@ import torch
 from .constants import LOG_2PI
 from .linalg import cho_solve, cholesky, logdet_chol
 from .linalg_cg import (
-    LOG_EVERY_SECONDS,
     CGProgress,
     CGResult,
     conjugate_gradients,
     lanczos_tridiagonals,
-    logger,
     quadrature_log,
 )
 from .linalg_love import LoveCache, lanczos
@@ -44,7 +42,7 @@ __all__ = [  # CG and its record live in linalg_cg, LoveCache and lanczos in lin
     "PivotedCholeskyPreconditioner", "block_rows", "conjugate_gradients", "default_rank",
     "iterative_log_marginal", "iterative_solver", "lanczos", "lanczos_tridiagonals",
     "pivoted_cholesky", "preconditioner_for", "quadrature_log", "rademacher",
-    "slq_from_cg", "slq_logdet", "LOG_EVERY_SECONDS", "logger",
+    "slq_from_cg", "slq_logdet",
 ]
 
 #: entries of one ``(rows, N)`` kernel block when ``chunk_rows`` is not given (2^20:
