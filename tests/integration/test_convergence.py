@@ -325,12 +325,16 @@ RECORDED_RULE = {"sep_max_steps": {"optimizer_kwargs": {"log_space": False, "bac
 @pytest.mark.parametrize("case", sorted(BEFORE))
 def test_explicit_budgets_give_the_traces_of_before(case):
     """Recorded with the code before the convergence default (main at cac0d4f): the same
-    steps, stop and objective trace, bit for bit."""
+    steps, stop and objective trace, to 1e-10 relative.  Not bit for bit: the traces were
+    recorded on AMD EPYC machines, and on an Intel Xeon the same code's BLAS rounds
+    differently (up to 7e-14 relative on these traces); a changed step rule or budget
+    moves them by far more than 1e-10."""
     make, X, y = _budget_cases()[case]
     ref = BEFORE[case]
     m = make().fit(X, y, progress=False, **ref["kwargs"], **RECORDED_RULE.get(case, {}))
     assert m.history_.steps == ref["steps"] and m.history_.stopped == ref["stopped"]
-    assert m.history_.objective == ref["objective"]
+    assert len(m.history_.objective) == len(ref["objective"])
+    np.testing.assert_allclose(m.history_.objective, ref["objective"], rtol=1e-10, atol=0)
 
 
 # ------------------------------------------------------------------ resume --
