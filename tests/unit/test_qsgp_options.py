@@ -128,9 +128,12 @@ def test_flat_keyword_warns_and_fits_like_the_grouped_spelling(flat, grouped, sh
     _assert_same_fit(_fit(old), _fit(new))
 
 
-def test_the_flat_spelling_is_bit_identical_to_before_the_groups():
+def test_the_flat_spelling_gives_the_predictions_of_before_the_groups():
     """The model the fixture's note describes, refit with today's grouped spelling, gives
-    the predictions the flat-keyword code gave (tests/data/qsgp_flat_options.json)."""
+    the predictions the flat-keyword code gave (tests/data/qsgp_flat_options.json), to
+    1e-8 relative: recorded on an AMD EPYC machine, they differ on an Intel Xeon by up to
+    2e-12 through BLAS rounding (the same at the commit before this test's tolerance),
+    where a field read wrongly (another damping, seed or batch) moves them by far more."""
     ref = json.loads((DATA / "qsgp_flat_options.json").read_text())
     rng = np.random.default_rng(5)
     X = rng.uniform(-3, 3, (120, 1))
@@ -146,8 +149,8 @@ def test_the_flat_spelling_is_bit_identical_to_before_the_groups():
     )
     m.fit(X, y, max_steps=15, batch_size=40, seed=2)
     mean, var = m.predict_y(np.array(ref["X"])[:, None])
-    np.testing.assert_array_equal(mean, ref["rvm"]["mean"])
-    np.testing.assert_array_equal(var, ref["rvm"]["var"])
+    np.testing.assert_allclose(mean, ref["rvm"]["mean"], rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(var, ref["rvm"]["var"], rtol=1e-8, atol=1e-12)
 
 
 @pytest.mark.parametrize(
