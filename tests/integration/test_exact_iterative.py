@@ -138,18 +138,24 @@ def test_auto_picks_by_size_and_the_cg_path_has_no_cholesky(monkeypatch):
     assert m.last_cg["converged"]
 
 
-def test_cg_path_never_forms_an_n_by_n_block():
-    X, y, Xs = _data(400)
-    m = lg.ExactGP(solver="cg", iterative={"chunk_rows": 50, "rank": 10, "num_probes": 4})
-    m.initialize(X, y, seed=0)
-    shapes = []
-    forward = m.kernel.forward
+def _record_blocks(model) -> list[tuple[int, int]]:
+    """The shapes of every kernel block ``model``'s kernel forms from now on."""
+    shapes: list[tuple[int, int]] = []
+    forward = model.kernel.forward
 
     def recording(A, B=None):
         shapes.append((A.shape[0], A.shape[0] if B is None else B.shape[0]))
         return forward(A, B)
 
-    m.kernel.forward = recording
+    model.kernel.forward = recording
+    return shapes
+
+
+def test_cg_path_never_forms_an_n_by_n_block():
+    X, y, Xs = _data(400)
+    m = lg.ExactGP(solver="cg", iterative={"chunk_rows": 50, "rank": 10, "num_probes": 4})
+    m.initialize(X, y, seed=0)
+    shapes = _record_blocks(m)
     obj = m.objective(m.X_train, m.y_train, 400)
     obj.backward()
     m.predict_f(Xs, chunk_size=50)
@@ -169,14 +175,7 @@ def test_cg_path_predicts_in_the_blocks_of_its_products():
     m.initialize(X, y, seed=0)
     assert m.prediction_chunk_rows() == 20
     mean_big, var_big = m.predict_f(Xs, chunk_size=256)
-    shapes = []
-    forward = m.kernel.forward
-
-    def recording(A, B=None):
-        shapes.append((A.shape[0], A.shape[0] if B is None else B.shape[0]))
-        return forward(A, B)
-
-    m.kernel.forward = recording
+    shapes = _record_blocks(m)
     mean, var = m.predict_f(Xs)
     assert shapes and max(a * b for a, b in shapes) <= 20 * 600, max(shapes)
     np.testing.assert_allclose(mean, mean_big, rtol=0, atol=1e-10)
