@@ -213,13 +213,14 @@ def run_synthetic(n: int, n_test: int = 2_000, device: str = "cpu",
 
 def store(records: list) -> None:
     """Add stamped rows (``{"results": row, "provenance": ...}``) to the .json, replacing
-    a stored row of the same model, N and device, and re-render the page."""
+    a stored row of the same model, N, device and options, and re-render the page."""
     with open(JSON) as fh:
         stored = json.load(fh)
 
     def key(rec):
         r = rec["results"]
-        return r["model"], r["n"], r.get("device", "cpu")
+        options = json.dumps(r.get("options") or {}, sort_keys=True)
+        return r["model"], r["n"], r.get("device", "cpu"), options
 
     for rec in records:
         stored["trained"] = [r for r in stored.get("trained", []) if key(r) != key(rec)]
@@ -248,7 +249,7 @@ def main() -> None:
     ap.add_argument("--synthetic-n", type=int, default=200_000)
     ap.add_argument("--chunk-entries", type=int, default=None,
                     help="synthetic part: entries of one kernel block (rows = entries / N; "
-                    "default: the library's, 2^20 on the CPU, 2^25 on an accelerator)")
+                    "default: the library's, linalg_iterative.block_rows)")
     ap.add_argument("--gpytorch-steps", type=int, default=50)
     ap.add_argument("--gpytorch-lr", type=float, default=0.1)
     ap.add_argument("--gpytorch-dtype", default="float32")

@@ -203,13 +203,14 @@ def _default_cells(row: dict[str, Any], s: dict[str, Any]) -> list[str]:
         return ["n/a (no race level)", total, "n/a"]
     if d.get("every"):
         total += f", scored every {d['every']} steps"
+    return [fmt_time(s["default_reach"]), total, _default_ratio(s)]
+
+
+def _default_ratio(s: dict[str, Any]) -> str:
+    """The default's ratio cell of a row's summary ``s``."""
     if s["ratio_default"] is not None:
-        ratio = f"{s['ratio_default']:.2f}x"
-    elif s["default_reach"] is None:
-        ratio = "default not reached"
-    else:
-        ratio = "latentgp not reached"
-    return [fmt_time(s["default_reach"]), total, ratio]
+        return f"{s['ratio_default']:.2f}x"
+    return "default not reached" if s["default_reach"] is None else "latentgp not reached"
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
@@ -258,10 +259,7 @@ def smoothed_table(rows: list[dict[str, Any]], window: int) -> list[str]:
         if d is None:
             default, ratio = "not run", "n/a"
         else:
-            default = fmt_time(s["default_reach"])
-            ratio = (f"{s['ratio_default']:.2f}x" if s["ratio_default"] is not None
-                     else "default not reached" if s["default_reach"] is None
-                     else "latentgp not reached")
+            default, ratio = fmt_time(s["default_reach"]), _default_ratio(s)
         every = (d.get("every") or 50) if d else ""
         out.append(
             f"| {r['set']} | {r['split']} | {r['M']} | {s['level']:.3f} | "

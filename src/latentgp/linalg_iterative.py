@@ -53,6 +53,13 @@ __all__ = [  # CG and its record live in linalg_cg, LoveCache and lanczos in lin
 #: user and no faults at 2^20)
 CHUNK_ENTRIES = 1 << 20
 
+#: fewest rows of a CPU block whatever N (above N = 16,384 the entries rule gives fewer):
+#: a product's GEMMs on blocks of few rows run below speed (N = 41,157, 17 columns, one
+#: reused buffer: 25 rows 11.3 CPU s per product on one thread and 4.9-6.3 s wall on two,
+#: 64 rows 3.9-4.2 s wall on two, 100 rows 8.8 CPU s on one); 64 rows of 10^5 points are
+#: 51 MiB
+CHUNK_MIN_ROWS = 64
+
 #: the same off the CPU (2^25: 256 MiB in float64).  On a GPU a block of 2^20 entries is
 #: a few microseconds of arithmetic behind a dozen kernel launches, so small blocks leave
 #: the device waiting on the host; larger ones amortise the launches, and the device's
@@ -68,12 +75,15 @@ RANK_MAX, RANK_ENTRIES, RANK_MIN = 1000, 1 << 23, 256
 
 def block_rows(num_data: int, device: torch.device | str, chunk_rows: int | None = None) -> int:
     """Rows of one ``(rows, N)`` kernel block for ``N = num_data``: ``chunk_rows`` when
-    given, else :data:`CHUNK_ENTRIES` (the CPU) or :data:`CHUNK_ENTRIES_ACCELERATOR`
-    (another device) entries per block, at least one row."""
+    given, else :data:`CHUNK_ENTRIES` entries per block and at least :data:`CHUNK_MIN_ROWS`
+    rows (the CPU) or :data:`CHUNK_ENTRIES_ACCELERATOR` entries (another device), at least
+    one row."""
     if chunk_rows:
         return int(chunk_rows)
-    entries = CHUNK_ENTRIES if torch.device(device).type == "cpu" else CHUNK_ENTRIES_ACCELERATOR
-    return max(1, entries // max(1, int(num_data)))
+    N = max(1, int(num_data))
+    if torch.device(device).type == "cpu":
+        return max(1, CHUNK_ENTRIES // N, min(CHUNK_MIN_ROWS, N))
+    return max(1, CHUNK_ENTRIES_ACCELERATOR // N)
 
 
 def default_rank(num_data: int) -> int:
@@ -104,8 +114,8 @@ class IterativeOptions(OptionGroup):
         of the training size, ``min(1000, 2^25 / N)``).
     seed: seed of the probes; the same probes at every evaluation, so the objective is a
         deterministic function of the parameters (L-BFGS's line search needs that).
-    chunk_rows: rows of ``K`` computed at once (None: about 2^20 entries per block on the
-        CPU, 2^25 on an accelerator, :data:`CHUNK_ENTRIES_ACCELERATOR`).
+    chunk_rows: rows of ``K`` computed at once (None: about 2^20 entries per block and at
+        least 64 rows on the CPU, 2^25 entries on an accelerator, :func:`block_rows`).
     variance: how predictive variances are computed: ``"love"`` (default: a Lanczos
         cache built once, :class:`LoveCache`, then ``O(N k)`` per test point) or ``"cg"``
         (a CG solve per prediction chunk: exact to ``tol``, one solve per chunk).

@@ -53,14 +53,26 @@ def test_cg_equals_cho_solve_well_conditioned():
 
 
 def test_kernel_blocks_are_sized_by_device_and_chunking_keeps_the_product():
-    """Default blocks: 2^20 entries on the CPU, 2^25 elsewhere (a tensor on the ``meta``
-    device stands for an accelerator's); any block size gives the same product."""
-    from latentgp.linalg_iterative import CHUNK_ENTRIES, CHUNK_ENTRIES_ACCELERATOR
+    """Default blocks: 2^20 entries (at least 64 rows) on the CPU, 2^25 elsewhere (a
+    tensor on the ``meta`` device stands for an accelerator's); any block size gives the
+    same product."""
+    from latentgp.linalg_iterative import (
+        CHUNK_ENTRIES,
+        CHUNK_ENTRIES_ACCELERATOR,
+        CHUNK_MIN_ROWS,
+        block_rows,
+    )
 
     X, y, k, s2 = _problem(N=300)
     assert KernelOperator(k, X, s2).chunk_rows == CHUNK_ENTRIES // 300
     meta = torch.empty(300, 3, dtype=F64, device="meta")
     assert KernelOperator(k, meta, s2).chunk_rows == CHUNK_ENTRIES_ACCELERATOR // 300
+    # large N on the CPU: at least CHUNK_MIN_ROWS rows (the entries rule would give 10),
+    # never more rows than there are
+    assert block_rows(100_000, "cpu") == CHUNK_MIN_ROWS
+    assert block_rows(10_000, "cpu") == CHUNK_ENTRIES // 10_000  # 104 rows
+    assert block_rows(30, "cpu") == CHUNK_ENTRIES // 30  # rows of a block may exceed N
+    assert block_rows(100_000, "meta") == CHUNK_ENTRIES_ACCELERATOR // 100_000
     V = torch.stack([y, torch.cos(X[:, 1])], 1)
     whole = _dense(k, X, s2) @ V
     for rows in (1, 7, 300):

@@ -370,8 +370,8 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
         about three ``(N, 256)`` intermediates (N = 3 x 10^4: 204 MB above the cached
         solver, 23 MB with 34-row chunks, the same CPU time; about 0.7 GB at N = 10^5).
         With ``variance="cg"`` each chunk is a CG solve, so the general rule stays."""
-        N = getattr(self, "X_train", None)
-        N = None if N is None else int(N.shape[0])
+        X_train = getattr(self, "X_train", None)
+        N = None if X_train is None else int(X_train.shape[0])
         if (N is None or chunk_size or get_config().chunk_size or self.solver_for(N) != "cg"
                 or self.iterative.variance != "love"):
             return super().prediction_chunk_rows(chunk_size)
