@@ -69,10 +69,9 @@ def cholesky(
         )
     M = work.shape[-1]
     scale = work.diagonal(dim1=-2, dim2=-1).mean(-1).abs().clamp_min(1e-300)
-    eye = torch.eye(M, dtype=work.dtype, device=work.device)
     j = jitter
     for attempt in range(max_tries + 1):
-        shifted = work if j == 0 else work + (j * scale)[..., None, None] * eye
+        shifted = work if j == 0 else add_diagonal(work, j * scale[..., None])
         L, info = torch.linalg.cholesky_ex(shifted)
         if not bool((info > 0).any()):
             if attempt > 0:
@@ -89,6 +88,15 @@ def cholesky(
         "matrix is far from positive definite (duplicated inputs with tiny noise, "
         "extreme lengthscales or NaN parameters are the usual causes)"
     )
+
+
+def add_diagonal(A: torch.Tensor, d: torch.Tensor | float) -> torch.Tensor:
+    """``A + diag(d)`` for ``A`` ``(..., M, M)`` and ``d`` broadcastable to ``(..., M)``, as
+    one new matrix (autograd flows to both): the same values as ``A + d * I`` without the
+    two ``M x M`` temporaries of the identity and its multiple."""
+    out = A.clone()
+    out.diagonal(dim1=-2, dim2=-1).add_(d)
+    return out
 
 
 # torch's triangular solve hands LAPACK column-major matrices.  A row-major right-hand

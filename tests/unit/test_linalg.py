@@ -6,6 +6,7 @@ import latentgp as lg
 from latentgp.linalg import (
     CholeskyError,
     JitterWarning,
+    add_diagonal,
     cho_solve,
     cholesky,
     logdet_chol,
@@ -26,6 +27,25 @@ def test_cholesky_matches_torch_and_reports_default_jitter():
     L, j = cholesky(A, "A")
     assert j == lg.get_config().jitter
     torch.testing.assert_close(L @ L.T, A + j * A.diagonal().mean() * torch.eye(6, dtype=A.dtype))
+
+
+def test_add_diagonal_equals_adding_a_multiple_of_the_identity_with_its_gradients():
+    """``add_diagonal`` (one copy, the diagonal shifted in place) gives ``A + d I`` bit for
+    bit, for a batch with one shift per matrix, and the same gradients to ``A`` and ``d``;
+    the input is left as it was."""
+    A = torch.stack([spd(4, 0), spd(4, 1)]).requires_grad_(True)
+    d = torch.tensor([[0.3], [2.0]], dtype=torch.float64, requires_grad=True)
+    before = A.detach().clone()
+    W = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    out = add_diagonal(A, d)
+    ref = A + d[..., None] * torch.eye(4, dtype=torch.float64)
+    assert torch.equal(out, ref)
+    assert torch.equal(A.detach(), before)
+    g_out = torch.autograd.grad((W * out).sum(), (A, d))
+    g_ref = torch.autograd.grad((W * ref).sum(), (A, d))
+    for a, b in zip(g_out, g_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-14, atol=0)
+    torch.testing.assert_close(g_out[1][:, 0], W.diagonal(dim1=-2, dim2=-1).sum(-1))
 
 
 def test_singular_matrix_needs_more_jitter_and_warns():

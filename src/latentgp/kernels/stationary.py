@@ -77,9 +77,9 @@ def scaled_sqdist(X: torch.Tensor, Z: torch.Tensor | None, lengthscale: torch.Te
     Xs = X / ls
     if Z is None:
         Xs = Xs - centre(Xs)
-        d = _sqdist(Xs, Xs)
-        n = d.shape[-1]
-        return d * (1.0 - torch.eye(n, dtype=d.dtype, device=d.device))
+        d = _sqdist(Xs, Xs)  # a fresh tensor (clamp_min keeps its input, not d)
+        d.diagonal(dim1=-2, dim2=-1).zero_()
+        return d
     Zs = Z / ls
     c = centre(Xs, Zs)
     return _sqdist(Xs - c, Zs - c)

@@ -21,7 +21,7 @@ from ..config import get_config
 from ..constants import LOG_2PI
 from ..kernels import Kernel
 from ..likelihoods import Likelihood
-from ..linalg import BlockCholesky, cho_solve, cholesky
+from ..linalg import BlockCholesky, add_diagonal, cho_solve, cholesky
 from ..linalg_iterative import (
     IterativeOptions,
     IterativeSolver,
@@ -60,8 +60,8 @@ class _GaussianLogMarginal(torch.autograd.Function):
         L, alpha = ctx.saved_tensors
         gK = gY = None
         g = g[..., None, None]
-        if ctx.needs_input_grad[0]:
-            gK = (0.5 * g) * (alpha @ alpha.mT - ctx.P * torch.cholesky_inverse(L))
+        if ctx.needs_input_grad[0]:  # in place: one N x N matrix beside alpha alpha^T's
+            gK = torch.cholesky_inverse(L).mul_(-ctx.P).add_(alpha @ alpha.mT).mul_(0.5 * g)
         if ctx.needs_input_grad[2]:
             gY = -g * alpha
         return gK, None, gY
@@ -319,8 +319,7 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
             self._warm_start = info.pop("solution")
             self.last_cg = info
             return value
-        K = self.kernel(X)
-        K = K + self.likelihood.variance * torch.eye(N, dtype=K.dtype, device=K.device)
+        K = add_diagonal(self.kernel(X), self.likelihood.variance)
         with torch.no_grad():
             L, self.last_jitter = cholesky(K.detach(), "K + noise", jitter=0.0)
         return gaussian_log_marginal(K, L, self._residual(X, y.reshape(N, -1)))
@@ -353,7 +352,7 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
                 solver.love = LoveCache(solver.operator, solver.preconditioner, R[:, 0],
                                         self.iterative.love_rank)
             return solver, alpha
-        K = self.kernel(X) + self.likelihood.variance * torch.eye(N, dtype=X.dtype, device=X.device)
+        K = add_diagonal(self.kernel(X), self.likelihood.variance)
         L, _ = cholesky(K, "K + noise", jitter=0.0)
         alpha = cho_solve(L, self._residual(X, Y))  # (N, P)
         return BlockCholesky(L), alpha
