@@ -69,9 +69,14 @@ def cholesky(
         )
     M = work.shape[-1]
     scale = work.diagonal(dim1=-2, dim2=-1).mean(-1).abs().clamp_min(1e-300)
+    eye = None  # made only when a jitter is added (an M x M matrix: 800 MB at M = 10^4)
     j = jitter
     for attempt in range(max_tries + 1):
-        shifted = work if j == 0 else add_diagonal(work, j * scale[..., None])
+        if j != 0 and eye is None:
+            eye = torch.eye(M, dtype=work.dtype, device=work.device)
+        # the jitter's gradient reaches A's diagonal through ``scale``; written as a sum
+        # with the identity, as before, so that fits keep their rounding bit for bit
+        shifted = work if j == 0 else work + (j * scale)[..., None, None] * eye
         L, info = torch.linalg.cholesky_ex(shifted)
         if not bool((info > 0).any()):
             if attempt > 0:
@@ -93,8 +98,11 @@ def cholesky(
 def add_diagonal(A: torch.Tensor, d: torch.Tensor | float) -> torch.Tensor:
     """``A + diag(d)`` for ``A`` ``(..., M, M)`` and ``d`` broadcastable to ``(..., M)``, as
     one new matrix (autograd flows to both): the same values as ``A + d * I`` without the
-    two ``M x M`` temporaries of the identity and its multiple."""
-    out = A.clone()
+    two ``M x M`` temporaries of the identity and its multiple.  The result is contiguous
+    whatever ``A``'s strides, as the sum was: a factorisation reads one triangle, and a
+    transposed copy of a matrix that is symmetric only to rounding would give another
+    factor."""
+    out = A.clone(memory_format=torch.contiguous_format)
     out.diagonal(dim1=-2, dim2=-1).add_(d)
     return out
 
