@@ -82,7 +82,7 @@ def block_rows(num_data: int, device: torch.device | str, chunk_rows: int | None
         return int(chunk_rows)
     N = max(1, int(num_data))
     if torch.device(device).type == "cpu":
-        return max(1, CHUNK_ENTRIES // N, min(CHUNK_MIN_ROWS, N))
+        return max(CHUNK_ENTRIES // N, min(CHUNK_MIN_ROWS, N))  # N >= 1: at least one row
     return max(1, CHUNK_ENTRIES_ACCELERATOR // N)
 
 
