@@ -117,6 +117,7 @@ def conjugate_gradients(
         Zr = M(R)
         P = Zr.clone()
         rz = (R * Zr).sum(0)
+        del Zr  # each (N, C) matrix is released as soon as it is used
         alphas, betas, record = [], [], []
         steps = torch.zeros(C, dtype=torch.long, device=B.device)
         res = R.norm(dim=0) / safe
@@ -126,12 +127,15 @@ def conjugate_gradients(
             AP = matmul(P)
             pap = (P * AP).sum(0)
             a = torch.where(active, rz / torch.where(active, pap, 1.0), 0.0)
-            X += a * P
-            R -= a * AP
+            # in place, without (N, C) temporaries
+            X.addcmul_(P, a)
+            R.addcmul_(AP, a, value=-1.0)
+            del AP
             Zr = M(R)
             rz_new = (R * Zr).sum(0)
             b = torch.where(active, rz_new / torch.where(active, rz, 1.0), 0.0)
-            P = Zr + b * P
+            P.mul_(b).add_(Zr)
+            del Zr
             rz = torch.where(active, rz_new, rz)
             alphas.append(a)
             betas.append(b)

@@ -73,6 +73,12 @@ CHUNK_ENTRIES_ACCELERATOR = 1 << 25
 RANK_MAX, RANK_ENTRIES, RANK_MIN = 1000, 1 << 23, 256
 
 
+#: the gradient pass (:meth:`KernelOperator.bilinear_grad`) takes blocks of
+#: ``chunk_rows // GRAD_BLOCK_DIVISOR`` rows: its autograd graph holds several
+#: block-sized tensors at once where a product holds one
+GRAD_BLOCK_DIVISOR = 4
+
+
 def block_rows(num_data: int, device: torch.device | str, chunk_rows: int | None = None) -> int:
     """Rows of one ``(rows, N)`` kernel block for ``N = num_data``: ``chunk_rows`` when
     given, else :data:`CHUNK_ENTRIES` entries per block and at least :data:`CHUNK_MIN_ROWS`
@@ -142,7 +148,7 @@ class IterativeOptions(OptionGroup):
     variance: str = "love"
     love_rank: int = 30
     predict_tol: float = 1e-4
-    pretrain_rows: int = 2000
+    pretrain_rows: int = 2100
     finetune_steps: int | None = 3
 
     def __post_init__(self) -> None:
@@ -208,10 +214,10 @@ class KernelOperator:
     def size(self) -> int:
         return int(self.X.shape[0])
 
-    def _chunks(self):
-        N = self.size
-        for start in range(0, N, self.chunk_rows):
-            yield slice(start, min(N, start + self.chunk_rows))
+    def _chunks(self, rows: int | None = None):
+        N, rows = self.size, rows or self.chunk_rows
+        for start in range(0, N, rows):
+            yield slice(start, min(N, start + rows))
 
     def matmul(self, V: torch.Tensor) -> torch.Tensor:
         """``(K + s^2 I) V`` for ``V`` ``(N, C)`` (no autograd graph is kept)."""
@@ -221,7 +227,7 @@ class KernelOperator:
             if against is None:
                 for c in self._chunks():
                     out[c] = _times(self.cross(self.X[c], self.X), V)
-                return out + self.noise * V
+                return out.add_(self.noise * V)
             # prepared once per product (so it holds the current parameters), and one
             # buffer for every block: a fresh 8 MiB block per step made glibc map and
             # fault in its pages again and again (N = 41,157, one thread: 0 to 12.6 s of
@@ -230,7 +236,7 @@ class KernelOperator:
             buf = V.new_empty(min(self.chunk_rows, self.size), self.size)
             for c in self._chunks():
                 out[c] = _times(block(self.X[c], out=buf[: c.stop - c.start]), V)
-            return out + self.noise * V
+            return out.add_(self.noise * V)
 
     def rows(self, index: torch.Tensor) -> torch.Tensor:
         """Rows ``K(X[index], X)`` ``(len(index), N)`` without the noise."""
@@ -244,7 +250,7 @@ class KernelOperator:
         to ``inputs`` (tensors that ``cross`` depends on), accumulated one row block at
         a time: each block's graph is freed before the next is built."""
         grads: list[torch.Tensor | None] = [None] * len(inputs)
-        for c in self._chunks():
+        for c in self._chunks(max(1, self.chunk_rows // GRAD_BLOCK_DIVISOR)):
             with torch.enable_grad():
                 f = (A[c] * _times(self.cross(self.X[c], self.X), B)).sum()
                 gs = torch.autograd.grad(f, inputs, allow_unused=True)
@@ -306,7 +312,9 @@ class PivotedCholeskyPreconditioner:
         """``P^{-1} V`` for ``V`` ``(N, C)``."""
         if self.rank == 0:
             return V / self.noise
-        return (V - self.L @ cho_solve(self.chol_C, self.L.mT @ V)) / self.noise
+        # (L C^{-1} L^T V - V) negated and divided in place: one (N, C) matrix, no temporaries
+        W = self.L @ cho_solve(self.chol_C, self.L.mT @ V)
+        return W.sub_(V).neg_().div_(self.noise)
 
     def logdet(self) -> torch.Tensor:
         """``log|P|``."""
@@ -426,13 +434,12 @@ class _IterativeLogMarginal(torch.autograd.Function):
         op, opts, diag, gen, info = spec
         N, P = R.shape
         pre = preconditioner_for(op, diag, opts.rank)
-        W = rademacher(N, opts.num_probes, gen, like=R)
-        Z = pre.probes(W)
+        Z = pre.probes(rademacher(N, opts.num_probes, gen, like=R))
         res = conjugate_gradients(
             op.matmul, torch.cat([R.detach(), Z], 1), precondition=pre.solve,
             tol=opts.tol, max_iter=opts.max_iter,
         )
-        alpha, U = res.solution[:, :P], res.solution[:, P:]
+        alpha = res.solution[:, :P]
         logdet = slq_from_cg(res, range(P, P + opts.num_probes), Z, pre)
         info.update(
             iterations=res.iterations, residual=float(res.residual.max()),
@@ -441,10 +448,14 @@ class _IterativeLogMarginal(torch.autograd.Function):
             # the largest relative residual after each iteration: the solve's record
             residuals=res.largest_residuals(),
         )
-        info["solution"] = alpha  # (N, P): a starting guess for the next solve
+        # (N, P): a starting guess for the next solve (a copy: a view would hold all of A)
+        info["solution"] = alpha.clone()
         t = opts.num_probes
-        A = torch.cat([alpha, U], 1)
-        B = torch.cat([0.5 * alpha, (-P / (2.0 * t)) * pre.solve(Z)], 1)
+        A = res.solution  # [alpha, U]
+        # B = [alpha / 2, -P / (2t) P^{-1} Z] filled in place (no concatenated copies)
+        B = torch.empty_like(A)
+        torch.mul(alpha, 0.5, out=B[:, :P])
+        B[:, P:] = pre.solve(Z).mul_(-P / (2.0 * t))
         ctx.op = op
         ctx.save_for_backward(A, B, alpha, *params)
         quad = (R.detach() * alpha).sum()

@@ -64,7 +64,7 @@ def test_pretrain_stage_is_the_cholesky_fit_of_the_subset():
 def test_no_pretrain_when_it_does_not_apply():
     X, y = _data(300)
     small = lg.ExactGP(solver="cg", iterative={"rank": 50}).fit(X, y, max_steps=2, seed=0)
-    assert small.history_.stages == []  # 300 <= pretrain_rows (2,000)
+    assert small.history_.stages == []  # 300 <= pretrain_rows (2,100)
     off = lg.ExactGP(solver="cg", iterative={"pretrain_rows": 0, "rank": 50})
     off.fit(X, y, max_steps=2, seed=0)
     assert off.history_.stages == [] and off.history_.steps == 2

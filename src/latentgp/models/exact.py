@@ -60,8 +60,13 @@ class _GaussianLogMarginal(torch.autograd.Function):
         L, alpha = ctx.saved_tensors
         gK = gY = None
         g = g[..., None, None]
-        if ctx.needs_input_grad[0]:  # in place: one N x N matrix beside alpha alpha^T's
-            gK = torch.cholesky_inverse(L).mul_(-ctx.P).add_(alpha @ alpha.mT).mul_(0.5 * g)
+        if ctx.needs_input_grad[0]:  # in place: the inverse is the one N x N matrix made
+            gK = torch.cholesky_inverse(L).mul_(-ctx.P)
+            if gK.dim() == 2:  # alpha alpha^T added inside the product, no N x N temporary
+                gK.addmm_(alpha, alpha.mT)
+            else:
+                gK.add_(alpha @ alpha.mT)
+            gK.mul_(0.5 * g)
         if ctx.needs_input_grad[2]:
             gY = -g * alpha
         return gK, None, gY
