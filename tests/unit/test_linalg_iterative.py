@@ -10,6 +10,7 @@ import torch
 from latentgp.kernels import RBF
 from latentgp.linalg import cho_solve, cholesky, logdet_chol
 from latentgp.linalg_iterative import (
+    GRAD_BLOCK_DIVISOR,
     IterativeOptions,
     KernelOperator,
     PivotedCholeskyPreconditioner,
@@ -145,6 +146,28 @@ def test_operator_never_forms_an_n_by_n_block():
     solver.solve(y[:, None])
     assert shapes and max(a for a, _ in shapes) <= 64
     assert all(a * b <= 64 * 300 for a, b in shapes)
+
+
+def test_gradient_pass_takes_smaller_blocks_and_equals_dense_autograd():
+    X, _, k, s2 = _problem(N=130)
+    g = torch.Generator().manual_seed(5)
+    A = torch.randn(130, 3, generator=g, dtype=F64)
+    B = torch.randn(130, 3, generator=g, dtype=F64)
+    rows = []
+
+    def cross(P, Q):
+        rows.append(P.shape[0])
+        return k(P, Q)
+
+    op = KernelOperator(cross, X, s2, chunk_rows=40)
+    params = list(k.parameters())
+    got = op.bilinear_grad(A, B, params)
+    # blocks of chunk_rows // GRAD_BLOCK_DIVISOR rows (the last one shorter), covering N
+    step = 40 // GRAD_BLOCK_DIVISOR
+    assert rows[:-1] == [step] * (len(rows) - 1) and sum(rows) == 130
+    want = torch.autograd.grad((A * (k(X, X) @ B)).sum(), params)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-12)
 
 
 def test_slq_logdet_full_lanczos_is_exact_and_monte_carlo_close():
