@@ -148,6 +148,8 @@ class IterativeOptions(OptionGroup):
     variance: str = "love"
     love_rank: int = 30
     predict_tol: float = 1e-4
+    # 2,100: an N x N float64 block (33.6 MiB) above glibc's largest mmap threshold
+    # (32 MiB) is returned to the system when freed (design.md, "exact GP without a Cholesky")
     pretrain_rows: int = 2100
     finetune_steps: int | None = 3
 
