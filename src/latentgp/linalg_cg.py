@@ -82,14 +82,15 @@ def conjugate_gradients(
     B: torch.Tensor,
     *,
     precondition: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    tol: float = 1e-6,
+    tol: float | torch.Tensor = 1e-6,
     max_iter: int = 1000,
     x0: torch.Tensor | None = None,
     monitor: Callable[[CGProgress], None] | None = None,
 ) -> CGResult:
     """Preconditioned CG for ``A X = B`` with ``C`` right-hand sides at once (``B``
     ``(N, C)``, ``A`` symmetric positive definite given by ``matmul``); a column stops when
-    its relative residual is below ``tol``; one product with ``A`` per iteration.
+    its relative residual is below ``tol`` (a number, or ``(C,)``: one per column); one
+    product with ``A`` per iteration.
     ``x0`` ``(N, C)``: a starting guess (default zero; one more product with ``A``); the
     Lanczos coefficients then belong to the start ``b - A x0``, so a run whose
     coefficients feed SLQ starts from zero.
@@ -105,6 +106,9 @@ def conjugate_gradients(
     M = precondition or (lambda V: V)
     with torch.no_grad():
         N, C = B.shape
+        tols = torch.as_tensor(tol, dtype=B.dtype, device=B.device).expand(C)
+        if not bool((tols > 0).all()):
+            raise ValueError(f"tol must be positive, got {tol!r}")
         bnorm = B.norm(dim=0)
         active = bnorm > 0
         safe = torch.where(active, bnorm, torch.ones_like(bnorm))
@@ -142,12 +146,12 @@ def conjugate_gradients(
             steps += active.long()
             it += 1
             res = torch.where(active, R.norm(dim=0) / safe, res)
-            active = active & (res > tol)
+            active = active & (res > tols)
             record.append(res)
             now = time.perf_counter()
             if monitor is not None or now - last_log >= LOG_EVERY_SECONDS:
                 progress = CGProgress(iteration=it, residual=res, active=int(active.sum()),
-                                      tol=tol, seconds=now - start)
+                                      tol=float(tols.max()), seconds=now - start)
                 if monitor is not None:
                     monitor(progress)
                 if now - last_log >= LOG_EVERY_SECONDS:
@@ -158,7 +162,7 @@ def conjugate_gradients(
             solution=X,
             iterations=it,
             residual=res,
-            converged=not bool((res > tol).any()),
+            converged=not bool((res > tols).any()),
             alphas=torch.stack(alphas) if alphas else empty,
             betas=torch.stack(betas) if betas else empty,
             steps=steps,

@@ -163,7 +163,11 @@ def test_one_far_row_does_not_change_the_other_rows(cls):
         kzx = k(a, b)
         kzx = kzx if a is Z else kzx.mT
         torch.testing.assert_close(kzx[:, keep], k(Z, X)[:, keep], rtol=1e-12, atol=1e-14)
-        assert bool((kzx[:, 4] == 0).all())
+        # the far row sits at the floor, exp(floor) times the variance (or 1: the product
+        # form of RBF puts the variance in the exponent)
+        floor = math.exp(K.exp_floor(torch.float64))
+        far_values = kzx[:, 4].detach()
+        assert bool(((far_values >= floor * (1 - 1e-12)) & (far_values <= 1.7 * floor)).all())
     sym = k(far)
     torch.testing.assert_close(sym[keep][:, keep], k(X)[keep][:, keep], rtol=1e-12, atol=1e-14)
     if cls is K.RBF:
@@ -233,8 +237,66 @@ def test_against_keeps_other_rows_exact_beside_a_far_row():
         got = k.against(far_z)(A)
         keep = [0, 1, 2, 3, 5, 6, 7, 8]
         torch.testing.assert_close(got[:, keep], exact[:, keep], rtol=1e-12, atol=1e-14)
-        assert bool((got[:, 4] == 0).all())
+        floor = math.exp(K.exp_floor(torch.float64))  # far pairs sit at the floor
+        torch.testing.assert_close(got[:, 4], torch.full((6,), floor, dtype=torch.float64))
         got = k.against(Z)(far_a)
         rows = [0, 1, 3, 4, 5]
         torch.testing.assert_close(got[rows], exact[rows], rtol=1e-12, atol=1e-14)
-        assert bool((got[2] == 0).all())
+        torch.testing.assert_close(got[2], torch.full((9,), floor, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_floored_exp_is_exp_above_the_floor_and_the_floor_below(dtype):
+    """``floored_exp``: ``exp`` (value and gradient) at or above ``exp_floor``; below it
+    the floor's value, a normal number far from the subnormal range, and zero gradient;
+    ``lowest`` at or above the floor skips the clamp, in place or not."""
+    floor = K.exp_floor(dtype)
+    tiny = torch.finfo(dtype).tiny
+    assert floor < 0 and math.exp(floor) > tiny * 1e6
+    x = torch.tensor([0.0, -3.0, floor + 1.0, floor - 1.0, -1e4, -math.inf], dtype=dtype,
+                     requires_grad=True)
+    y = K.floored_exp(x)
+    want = torch.exp(x.detach().clamp(min=floor))
+    torch.testing.assert_close(y, want)
+    assert bool((y >= tiny).all())
+    (g,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(g, torch.where(x.detach() >= floor, want, torch.zeros_like(want)))
+    with torch.no_grad():
+        z = x.detach().clone()
+        assert K.floored_exp(z, inplace=True).data_ptr() == z.data_ptr()
+        torch.testing.assert_close(z, want)
+        # a caller's bound above the floor: plain exp, no clamp (so no floor either)
+        w = torch.tensor([-1.0, -2.0], dtype=dtype)
+        torch.testing.assert_close(K.floored_exp(w, lowest=-2.0), torch.exp(w))
+        below = torch.tensor([floor - 5.0], dtype=dtype)
+        torch.testing.assert_close(K.floored_exp(below, lowest=floor - 10.0),
+                                   torch.tensor([math.exp(floor)], dtype=dtype))
+
+
+@pytest.mark.parametrize("name", ["rbf", "matern12", "matern32", "matern52", "rq", "periodic"])
+def test_far_pairs_give_no_subnormal_kernel_values(name):
+    """At lengthscales that put most pairs far apart (exponents down to -1e5), no kernel
+    value is subnormal or zero, in the plain form, the cross form and ``against`` blocks:
+    each is at least ``min(1, variance) * exp(exp_floor)``, and most sit there."""
+    g = torch.Generator().manual_seed(5)
+    X = torch.randn(50, 3, generator=g, dtype=torch.float64) * 4
+    Z = torch.randn(30, 3, generator=g, dtype=torch.float64) * 4
+    make = {
+        "rbf": lambda: K.RBF(lengthscale=[0.02, 0.05, 0.1], variance=2.0),
+        "matern12": lambda: K.Matern12(lengthscale=[0.002, 0.005, 0.01], variance=2.0),
+        "matern32": lambda: K.Matern32(lengthscale=0.003, variance=2.0),
+        "matern52": lambda: K.Matern52(lengthscale=0.004, variance=2.0),
+        "rq": lambda: K.RationalQuadratic(lengthscale=0.01, alpha=1e4, variance=2.0),
+        "periodic": lambda: K.Periodic(period=7.3, lengthscale=0.02, variance=2.0),
+    }[name]
+    k = make().build(3)
+    floor = math.exp(K.exp_floor(torch.float64))
+    with torch.no_grad():
+        blocks = [k(X), k(X, Z)]
+        if hasattr(k, "against"):
+            blocks.append(k.against(Z)(X))
+        for b in blocks:
+            assert bool((b >= floor * (1 - 1e-12)).all())
+            assert bool((b <= 2.0 * floor * (1 + 1e-12)).float().mean() > 0.5)  # most are far
+        torch.testing.assert_close(torch.diagonal(blocks[0]), torch.full((50,), 2.0,
+                                   dtype=torch.float64))

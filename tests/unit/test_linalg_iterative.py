@@ -323,3 +323,29 @@ def test_cg_record_is_the_true_residual_of_each_iterate(monkeypatch, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "latentgp.iterative"]
     assert len(lines) == 3 and lines[0].startswith("CG iteration 1: largest relative residual")
     assert "of 2 columns active" in lines[-1]
+
+
+def test_cg_stops_each_column_at_its_own_tolerance():
+    """``tol`` as one number per column: each column stops at the first iteration its
+    relative residual is below its own tolerance, its true residual is then that small
+    (as a solve of that column alone with that tolerance is), and a tolerance that is
+    not positive is refused."""
+    X, y, k, s2 = _problem(N=150, noise=0.02)
+    A = _dense(k, X, s2)
+    B = torch.stack([y, torch.cos(X[:, 1]), torch.sin(3 * X[:, 0])], 1)
+    pre = preconditioner_for(KernelOperator(k, X, s2), k.diag(X), 3)
+    tols = torch.tensor([1e-2, 1e-8, 1e-4], dtype=B.dtype)
+    res = conjugate_gradients(lambda V: A @ V, B, precondition=pre.solve, tol=tols)
+    assert res.converged and bool((res.residual <= tols).all())
+    assert res.steps[0] < res.steps[2] < res.steps[1] == res.iterations
+    exact = torch.linalg.solve(A, B)
+    for c in range(3):
+        m = int(res.steps[c])
+        assert res.residuals[m - 1, c] <= tols[c] < res.residuals[m - 2, c]
+        alone = conjugate_gradients(lambda V: A @ V, B[:, c:c + 1], precondition=pre.solve,
+                                    tol=float(tols[c]))
+        for x in (alone.solution[:, 0], res.solution[:, c]):
+            err = (A @ (x - exact[:, c])).norm() / B[:, c].norm()
+            assert err <= 1.01 * tols[c]
+    with pytest.raises(ValueError, match="tol must be positive"):
+        conjugate_gradients(lambda V: A @ V, B, tol=torch.tensor([1e-2, 0.0, 1e-4]))

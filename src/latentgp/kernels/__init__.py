@@ -2,7 +2,17 @@
 ``(*batch, N)``."""
 
 from . import expectations, nystrom
-from .base import Active, Kernel, Product, Scale, Sum, kernel_from_config, kernel_from_name
+from .base import (
+    Active,
+    Kernel,
+    Product,
+    Scale,
+    Sum,
+    exp_floor,
+    floored_exp,
+    kernel_from_config,
+    kernel_from_name,
+)
 from .linear import Linear, Polynomial
 from .periodic import Periodic
 from .spectral import Cosine, SpectralMixture
@@ -32,6 +42,8 @@ __all__ = [
     "kernel_from_name",
     "kernel_from_config",
     "scaled_sqdist",
+    "exp_floor",
+    "floored_exp",
     "nystrom",
     "expectations",
     "Active",

@@ -13,7 +13,7 @@ import math
 import torch
 
 from ..parameters import column_unit, inv_softplus, positive_parameter, softplus
-from .base import Kernel, register
+from .base import Kernel, floored_exp, register
 
 
 @register("periodic", "expsinesquared")
@@ -74,7 +74,7 @@ class Periodic(Kernel):
         diff = X[..., :, None, :] - Z[..., None, :, :]  # (..., N, M, D)
         half = torch.sin(0.5 * w[..., None, :] * diff)
         s = (2.0 * half**2 * inv_l2[..., None, :]).sum(-1)
-        return self.variance[..., None, None] * torch.exp(-s)
+        return self.variance[..., None, None] * floored_exp(-s)
 
     def diag(self, X):
         self._check_built()

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..parameters import column_unit, inv_softplus, positive_parameter, softplus
-from .base import Kernel, register
+from .base import Kernel, floored_exp, register
 from .stationary import scaled_sqdist
 
 
@@ -78,7 +78,7 @@ class SpectralMixture(Kernel):
         Xq = X[..., None, :, :]
         r2 = scaled_sqdist(Xq, None if Z is None else Z[..., None, :, :], ls)
         phase = _projection_difference(X, Z, self.means)
-        comps = torch.exp(-0.5 * r2) * torch.cos(2.0 * math.pi * phase)
+        comps = floored_exp(-0.5 * r2) * torch.cos(2.0 * math.pi * phase)
         return (self.weights[..., :, None, None] * comps).sum(-3)
 
     def diag(self, X):

@@ -23,7 +23,7 @@ from ..parameters import (
     positive_parameter,
     softplus,
 )
-from .base import Kernel, into, register
+from .base import Kernel, exp_floor, floored_exp, into, register
 
 #: rows of each argument that the centre's median looks at (evenly strided)
 _CENTRE_ROWS = 1024
@@ -210,6 +210,19 @@ def _centred(Zs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return Zs - c, c
 
 
+def _rbf_lowest(x2: torch.Tensor, z2: torch.Tensor, log_var: torch.Tensor) -> float | None:
+    """A lower bound of RBF's exponent ``log variance - |x - z|^2 / 2`` over all pairs of
+    centred scaled rows with squared norms ``x2``, ``z2`` (``|x - z| <= |x| + |z|``), for
+    :func:`~latentgp.kernels.base.floored_exp` to skip its clamp when no pair is near
+    the floor; None off the CPU (no host synchronisation per block there, and its
+    ``exp`` has no slow path)."""
+    if x2.device.type != "cpu" or x2.numel() == 0 or z2.numel() == 0:
+        return None
+    with torch.no_grad():
+        reach = float(x2.max()) ** 0.5 + float(z2.max()) ** 0.5
+        return float(log_var.min()) - 0.5 * reach * reach
+
+
 def _row_rows(Xs: torch.Tensor) -> torch.Tensor:
     """RBF's augmented left rows ``[x, -|x|^2/2, 1]`` of centred scaled ``Xs``."""
     x2 = (Xs * Xs).sum(-1, keepdim=True)
@@ -238,7 +251,7 @@ class RBF(Stationary):
     """
 
     def profile(self, r2):
-        return torch.exp(-0.5 * r2)
+        return floored_exp(-0.5 * r2)
 
     def forward(self, X, Z=None):
         if Z is None:
@@ -247,8 +260,11 @@ class RBF(Stationary):
         ls = self.lengthscale[..., None, :]
         Xs, Zs = X / ls, Z / ls
         c = centre(Xs, Zs)
-        Za = _column_rows(Zs - c, self.variance.log()[..., None, None])
-        return torch.exp(_row_rows(Xs - c) @ Za.mT)
+        log_var = self.variance.log()[..., None, None]
+        Zc = Zs - c
+        Za, Xa = _column_rows(Zc, log_var), _row_rows(Xs - c)
+        lowest = _rbf_lowest(-2.0 * Xa[..., -2], (Zc * Zc).sum(-1), log_var)
+        return floored_exp(Xa @ Za.mT, lowest=lowest)
 
     def against(self, Z):
         """:meth:`Kernel.against`: ``Z``'s augmented rows (the product form above) built
@@ -257,13 +273,16 @@ class RBF(Stationary):
         self._check_built()
         ls = self.lengthscale[..., None, :]
         Zs, c = _centred(Z / ls)
-        Za = _column_rows(Zs, self.variance.log()[..., None, None])
+        log_var = self.variance.log()[..., None, None]
+        Za = _column_rows(Zs, log_var)
+        z2 = (Zs * Zs).sum(-1)
 
         def block(A, out=None):
             Aa = _row_rows(A / ls - c)
+            lowest = _rbf_lowest(-2.0 * Aa[..., -2], z2, log_var)
             if out is None:
-                return torch.exp(Aa @ Za.mT)
-            return torch.matmul(Aa, Za.mT, out=out).exp_()
+                return floored_exp(Aa @ Za.mT, lowest=lowest)
+            return floored_exp(torch.matmul(Aa, Za.mT, out=out), inplace=True, lowest=lowest)
 
         return block
 
@@ -295,7 +314,7 @@ class RationalQuadratic(Stationary):
 
     def profile(self, r2):
         a = self.alpha[..., None, None]
-        return torch.exp(-a * torch.log1p(r2 / (2.0 * a)))
+        return floored_exp(-a * torch.log1p(r2 / (2.0 * a)))
 
     def _config_args(self):
         return {**super()._config_args(), "alpha": self._init_alpha}
@@ -306,12 +325,19 @@ def _r(r2: torch.Tensor) -> torch.Tensor:
     return r2.clamp_min(1e-36).sqrt()
 
 
+def _floored_matern(poly: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """``poly * exp(-s)``, at :func:`~latentgp.kernels.base.floored_exp`'s floor where
+    ``-s`` is below it (``poly`` would otherwise lift the floor without bound)."""
+    floor = exp_floor(s.dtype)
+    return torch.where(s > -floor, math.exp(floor), poly * floored_exp(-s))
+
+
 @register("matern12", "exponential", "ou")
 class Matern12(Stationary):
     """Matérn 1/2 (exponential): ``variance * exp(-r)``."""
 
     def profile(self, r2):
-        return torch.exp(-_r(r2))
+        return floored_exp(-_r(r2))
 
 
 @register("matern32")
@@ -320,7 +346,7 @@ class Matern32(Stationary):
 
     def profile(self, r2):
         s = math.sqrt(3.0) * _r(r2)
-        return (1.0 + s) * torch.exp(-s)
+        return _floored_matern(1.0 + s, s)
 
 
 @register("matern52")
@@ -329,4 +355,4 @@ class Matern52(Stationary):
 
     def profile(self, r2):
         s = math.sqrt(5.0) * _r(r2)
-        return (1.0 + s + (5.0 / 3.0) * r2) * torch.exp(-s)
+        return _floored_matern(1.0 + s + (5.0 / 3.0) * r2, s)
