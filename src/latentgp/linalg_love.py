@@ -49,14 +49,16 @@ class LoveCache:
         """``P^{-1/2} V`` for ``V`` ``(N, C)``."""
         return self.pre.power(V, -0.5)
 
-    def quad_form(self, Kxs: torch.Tensor) -> torch.Tensor:
-        """``diag(Kxs^T (K + s^2 I)^{-1} Kxs)`` ``(B,)`` (approximately; see the class)."""
-        v = self.half_inverse(Kxs)
+    def quad_form(self, Kxs: torch.Tensor, *, overwrite: bool = False) -> torch.Tensor:
+        """``diag(Kxs^T (K + s^2 I)^{-1} Kxs)`` ``(B,)`` (approximately; see the class).
+        ``overwrite``: ``Kxs`` becomes ``P^{-1/2} Kxs`` in place, so no other ``(N, B)``
+        matrix is made."""
+        v = self.pre.power(Kxs, -0.5, out=Kxs if overwrite else None)
         a = self.Q.mT @ v
         w = torch.linalg.solve_triangular(self.chol_T, a, upper=False)
         quad = w.square().sum(0)
         if self.pre.rank:  # preconditioned: A ~ I off the Krylov space
-            quad = quad + v.square().sum(0) - a.square().sum(0)
+            quad = quad + torch.linalg.vector_norm(v, dim=0).square() - a.square().sum(0)
         return quad
 
 

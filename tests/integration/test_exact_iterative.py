@@ -139,15 +139,26 @@ def test_auto_picks_by_size_and_the_cg_path_has_no_cholesky(monkeypatch):
 
 
 def _record_blocks(model) -> list[tuple[int, int]]:
-    """The shapes of every kernel block ``model``'s kernel forms from now on."""
+    """The shapes of every kernel block ``model``'s kernel forms from now on, called
+    directly or through a prepared side (``against``)."""
     shapes: list[tuple[int, int]] = []
-    forward = model.kernel.forward
+    forward, against = model.kernel.forward, model.kernel.against
 
     def recording(A, B=None):
         shapes.append((A.shape[0], A.shape[0] if B is None else B.shape[0]))
         return forward(A, B)
 
+    def recording_against(Z):
+        block = against(Z)
+
+        def recorded(A, out=None):
+            shapes.append((A.shape[0], Z.shape[0]))
+            return block(A, out=out)
+
+        return recorded
+
     model.kernel.forward = recording
+    model.kernel.against = recording_against
     return shapes
 
 

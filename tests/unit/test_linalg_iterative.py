@@ -349,3 +349,43 @@ def test_cg_stops_each_column_at_its_own_tolerance():
             assert err <= 1.01 * tols[c]
     with pytest.raises(ValueError, match="tol must be positive"):
         conjugate_gradients(lambda V: A @ V, B, tol=torch.tensor([1e-2, 0.0, 1e-4]))
+
+
+def test_prediction_workspace_gives_the_same_numbers_in_reused_buffers():
+    """What prediction's chunks use on the iterative path, against the allocating forms:
+    ``power(V, p, out=V)`` is ``power(V, p)``; LOVE's quadratic form with ``overwrite``
+    equals it without (and leaves ``P^{-1/2} Kxs`` in the buffer); ``cross_columns``
+    is ``K(X, Xs)`` and reuses one buffer for every chunk no wider than the widest so
+    far; with a full Krylov space (k = N) the quadratic form is the exact one."""
+    from latentgp.linalg_love import LoveCache
+
+    X, y, k, s2 = _problem(N=300, noise=0.05)
+    opts = IterativeOptions(rank=20, love_rank=300, predict_tol=1e-10)  # LOVE exact at k = N
+    solver = iterative_solver(k, X, s2, diag=k.diag(X).detach(), options=opts)
+    pre = solver.preconditioner
+    g = torch.Generator().manual_seed(2)
+    V = torch.randn(300, 7, generator=g, dtype=F64)
+    for p in (0.5, -0.5):
+        want = pre.power(V, p)
+        W = V.clone()
+        assert pre.power(W, p, out=W).data_ptr() == W.data_ptr()
+        torch.testing.assert_close(W, want, rtol=1e-13, atol=1e-13)
+    solver.love = LoveCache(solver.operator, pre, y, opts.love_rank)
+    Xs = torch.rand(9, 3, generator=g, dtype=F64) * 3
+    with torch.no_grad():
+        cols = solver.cross_columns(Xs)
+        torch.testing.assert_close(cols, k(X, Xs), rtol=1e-12, atol=1e-14)
+        plain = solver.quad_form(cols.clone())
+        got = solver.quad_form(cols, overwrite=True)
+        torch.testing.assert_close(got, plain, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(cols, pre.power(k(X, Xs), -0.5), rtol=1e-12, atol=1e-13)
+        A = _dense(k, X, s2)
+        exact = (k(X, Xs) * torch.linalg.solve(A, k(X, Xs))).sum(0)
+        torch.testing.assert_close(got, exact, rtol=1e-6, atol=1e-9)
+        ptr = solver.cross_columns(Xs).data_ptr()
+        assert solver.cross_columns(Xs[:4]).data_ptr() == ptr  # narrower: the same buffer
+        torch.testing.assert_close(solver.cross_columns(Xs[:4]), k(X, Xs[:4]),
+                                   rtol=1e-12, atol=1e-14)
+        wide = torch.cat([Xs, Xs], 0)
+        torch.testing.assert_close(solver.cross_columns(wide), k(X, wide), rtol=1e-12,
+                                   atol=1e-14)

@@ -383,10 +383,14 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
 
     def _predict_f_chunk(self, Xs, cache):
         L, alpha = cache
-        Kxs = self.kernel(self.X_train, Xs)  # (N, B)
+        iterative = isinstance(L, IterativeSolver)
+        # (N, B); without autograd on the iterative path, in the solver's reused buffer,
+        # which the quadratic form then overwrites (the mean is taken first)
+        reuse = iterative and not torch.is_grad_enabled()
+        Kxs = L.cross_columns(Xs) if reuse else self.kernel(self.X_train, Xs)
         mean = self._with_mean(Xs, Kxs.mT @ alpha)  # (B, P)
-        if isinstance(L, IterativeSolver):
-            quad = L.quad_form(Kxs)
+        if iterative:
+            quad = L.quad_form(Kxs, overwrite=reuse)
         else:
             quad = L.solve_lower(Kxs).square().sum(0)
         var = (self.kernel.diag(Xs) - quad).clamp_min(1e-12)
