@@ -51,7 +51,7 @@ def trained_lines(trained: list) -> list:
         "uci/protein split 0: all 41,157 training rows, the 4,573 test rows, D = 9, inputs "
         "and targets standardised with the training statistics (RMSE and NLPD in those "
         "units). `ExactGP(solver=\"cg\").fit(X, y, seed=0)` with the defaults for large N "
-        "(an exact Cholesky fit on 2,000 random rows, then 3 full-data L-BFGS steps by CG "
+        "(an exact Cholesky fit on 2,100 random rows, then 3 full-data L-BFGS steps by CG "
         "and SLQ; prediction: a CG solve for the means, LOVE for the variances) beside "
         "`SVGP(1024).fit(X, y, seed=0)`, SVGP's default fit, and "
         "`SparseGP(\"vfe\", num_inducing=1024).fit(X, y, seed=0, max_steps=250)`, the "
@@ -75,8 +75,9 @@ def trained_lines(trained: list) -> list:
             continue
         stages = _stages(r, ".0f", f"{r.get('optimizer', '')} {r['steps']} steps "
                          f"({r['reason']})")
+        options = "".join(f" {k}={v}" for k, v in (r.get("options") or {}).items())
         lines.append(
-            f"| {r['model']} | {r['n']:,} | {r['threads']} | {r['fit_seconds']:.0f} | "
+            f"| {r['model']}{options} | {r['n']:,} | {r['threads']} | {r['fit_seconds']:.0f} | "
             f"{r['fit_cpu_seconds']:.0f} | {stages} | {r['test_rmse']:.4f} | "
             f"{r['test_nlpd']:.4f} | {r['predict_seconds']:.0f} | {r['peak_rss_mb']:.0f} | "
             f"{r['baseline_rss_mb']:.0f} | {r['load_before'][0]:.1f}, "
