@@ -106,7 +106,11 @@ def conjugate_gradients(
     M = precondition or (lambda V: V)
     with torch.no_grad():
         N, C = B.shape
-        tols = torch.as_tensor(tol, dtype=B.dtype, device=B.device).expand(C)
+        tols = torch.as_tensor(tol, dtype=B.dtype, device=B.device)
+        if tols.ndim > 1 or tols.numel() not in (1, C):
+            raise ValueError(f"tol must be a number or one per column ({C}), got shape "
+                             f"{tuple(tols.shape)}")
+        tols = tols.reshape(-1).expand(C)
         if not bool((tols > 0).all()):
             raise ValueError(f"tol must be positive, got {tol!r}")
         bnorm = B.norm(dim=0)

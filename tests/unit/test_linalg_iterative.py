@@ -349,6 +349,8 @@ def test_cg_stops_each_column_at_its_own_tolerance():
             assert err <= 1.01 * tols[c]
     with pytest.raises(ValueError, match="tol must be positive"):
         conjugate_gradients(lambda V: A @ V, B, tol=torch.tensor([1e-2, 0.0, 1e-4]))
+    with pytest.raises(ValueError, match="one per column"):
+        conjugate_gradients(lambda V: A @ V, B, tol=torch.tensor([1e-2, 1e-4]))
 
 
 def test_prediction_workspace_gives_the_same_numbers_in_reused_buffers():
