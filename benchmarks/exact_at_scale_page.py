@@ -258,6 +258,21 @@ DEVICE_NOTES = [
     "training block's rows, 34 here; `ExactGP.prediction_chunk_rows`), at 3.1 against "
     "2.8 CPU s. The GPU rows above predate this change; whether it brings the device "
     "peak to 0.5 GB per 10^5 points is not measured.",
+    "",
+    "Session 27 (one H200, torch 2.11 of the image; all rows at 29ff264 in two calls on "
+    "one warm machine, so their times compare): **the device peak is now within the "
+    "0.5 GB per 10^5 points at 2 x 10^5 points with the default blocks** (877 MB, 439 MB "
+    "per 10^5; it was 2,099 MB) and 584 MB at 10^5 (was 1,152). What held it was "
+    "prediction's wide chunks (session 23's change) and its `(N, B)` intermediates "
+    "(now one reused buffer, session 26). The peak now does depend on the block size: at "
+    "10^5 points 584, 456 and 392 MB with 2^25, 2^24 and 2^23-entry blocks, for "
+    "16.6, 19.9 and 28.8 s per evaluation (the same 69-70 CG iterations), so "
+    "`lg.ExactGP.Iterative(chunk_rows=167)` meets the target at 10^5 for a fifth more "
+    "time; the default stays at 2^25 entries, for speed, where the device has memory to "
+    "spare. The default protein fit: 19.3 s (79 pretrain steps, 3 full-data steps), test "
+    "RMSE 0.520, NLPD 0.837 (the CPU's default fit: 0.520, 0.835), device peak 454 MB. "
+    "The 37 CUDA tests (`tests/integration/test_devices.py`, the device cases of "
+    "`test_one_fit.py`) passed on the same machine.",
 ]
 
 
