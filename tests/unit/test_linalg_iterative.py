@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from latentgp.kernels import RBF
+from latentgp.kernels import RBF, Matern52
 from latentgp.linalg import cho_solve, cholesky, logdet_chol
 from latentgp.linalg_iterative import (
     GRAD_BLOCK_DIVISOR,
@@ -287,6 +287,87 @@ def test_options_refuse_bad_values():
         IterativeOptions(chunk_rows=0)
     with pytest.raises(TypeError, match="no option"):
         IterativeOptions.from_config({"tolerance": 1e-3})
+    with pytest.raises(ValueError, match="product_dtype"):
+        IterativeOptions(product_dtype="half")
+
+
+def test_product_dtype_rule():
+    """``"auto"``: float32 products for a float64 model at a loose CG tolerance (the
+    training default), the model's dtype at a tight one or for a float32 model."""
+    from latentgp.linalg_iterative import SINGLE_PRODUCTS_TOL
+
+    F32 = torch.float32
+    assert IterativeOptions().products(F64) == F32
+    assert IterativeOptions(tol=SINGLE_PRODUCTS_TOL).products(F64) == F32
+    assert IterativeOptions(tol=SINGLE_PRODUCTS_TOL / 2).products(F64) == F64
+    assert IterativeOptions().products(F32) == F32
+    assert IterativeOptions(product_dtype="float64").products(F64) == F64
+    assert IterativeOptions(product_dtype="float32", tol=1e-8).products(F64) == F32
+    assert IterativeOptions(product_dtype="float64").products(F32) == F64
+
+
+def _kernels(D):
+    rbf = RBF()
+    rbf.build(D, (), F64, torch.device("cpu"))
+    rbf.lengthscale = [0.4, 0.9, 0.25]
+    mat = Matern52()
+    mat.build(D, (), F64, torch.device("cpu"))
+    mat.lengthscale = 0.6
+    composite = (RBF().on([0, 2]) * 2.5 + Matern52()) * RBF()
+    composite.build(D, (), F64, torch.device("cpu"))
+    return {"rbf": rbf, "matern52": mat, "composite": composite}
+
+
+@pytest.mark.parametrize("name", ["rbf", "matern52", "composite", "plain callable"])
+def test_float32_products_equal_float64_to_single_precision(name):
+    """``product_dtype=float32``: the result is float64 and within float32 rounding of the
+    float64 product, and really rounded (not silently computed in float64); a kernel's
+    ``against(Z, dtype=)`` returns blocks of that dtype, equal to its float64 blocks to
+    float32 precision."""
+    X, y, _, s2 = _problem(N=257)
+    k = _kernels(3)["composite" if name == "plain callable" else name]
+    cross = (lambda A, B: k(A, B)) if name == "plain callable" else k
+    V = torch.stack([y, torch.cos(X[:, 0]), torch.ones(257, dtype=F64)], 1)
+    exact = _dense(k, X, s2) @ V
+    op = KernelOperator(cross, X, s2, chunk_rows=50, product_dtype=torch.float32)
+    got = op.matmul(V)
+    assert got.dtype == F64
+    err = float((got - exact).abs().max() / exact.abs().max())
+    assert 1e-10 < err < 1e-5, err
+    if name != "plain callable":
+        block = k.against(X, dtype=torch.float32)(X[:40])
+        assert block.dtype == torch.float32
+        torch.testing.assert_close(block.double(), k(X[:40], X).detach(), rtol=1e-5, atol=1e-6)
+        buf = torch.empty(40, 257, dtype=torch.float32)
+        with torch.no_grad():  # out=: outside autograd only
+            assert k.against(X, dtype=torch.float32)(X[:40], out=buf) is buf
+        torch.testing.assert_close(buf, block.detach(), rtol=0, atol=0)
+
+
+def test_training_evaluation_with_float32_products_matches_float64_products():
+    """At the default ``tol`` the training objective's products are float32 (recorded in
+    ``info``); its value and gradient equal the float64 products' to well within the
+    stochastic estimate's own error, and the value is Cholesky's within that error."""
+    X, y, k, _ = _problem(N=400, noise=0.05)
+    out = {}
+    for pd in ("float32", "float64"):
+        s = torch.tensor(0.05, dtype=F64, requires_grad=True)
+        params = [s, *k.parameters()]
+        info = {}
+        opts = IterativeOptions(rank=100, num_probes=64, product_dtype=pd)
+        v = iterative_log_marginal(k, X, s, y[:, None], list(k.parameters()),
+                                   diag=k.diag(X).detach(), options=opts, info=info)
+        grads = torch.autograd.grad(v, params)
+        out[pd] = (float(v.detach()), torch.cat([g.reshape(-1) for g in grads]))
+        assert info["product_dtype"] == pd
+    (v32, g32), (v64, g64) = out["float32"], out["float64"]
+    K = _dense(k, X, torch.tensor(0.05, dtype=F64))
+    L, _ = cholesky(K, jitter=0.0)
+    exact = float(-0.5 * (y @ cho_solve(L, y[:, None])[:, 0]) - 0.5 * logdet_chol(L)
+                  - 200 * math.log(2 * math.pi))
+    assert abs(v32 - v64) < 1e-3  # the same probes: the rounding alone (6e-5 here)
+    assert abs(v32 - exact) < 1.5 and abs(v64 - exact) < 1.5  # SLQ's error (0.56 here)
+    assert float((g32 - g64).norm() / g64.norm()) < 1e-2
 
 
 def test_cg_record_is_the_true_residual_of_each_iterate(monkeypatch, caplog):

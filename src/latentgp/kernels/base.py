@@ -59,10 +59,15 @@ def floored_exp(
     return x.exp_() if inplace else torch.exp(x)
 
 
-def into(values: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+def into(
+    values: torch.Tensor, out: torch.Tensor | None, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """``values``, or ``out`` holding them when ``out`` is given (a block function's
-    ``out`` argument, :meth:`Kernel.against`)."""
-    return values if out is None else out.copy_(values)
+    ``out`` argument, :meth:`Kernel.against`), in ``dtype`` when given (``out``'s own
+    dtype when there is one)."""
+    if out is not None:
+        return out.copy_(values)
+    return values if dtype is None else values.to(dtype)
 
 
 class Kernel(nn.Module):
@@ -124,7 +129,7 @@ class Kernel(nn.Module):
         """Diagonal ``k(x_n, x_n)``, shape ``(*batch, N)``, without forming K."""
         raise NotImplementedError
 
-    def against(self, Z: torch.Tensor) -> Block:
+    def against(self, Z: torch.Tensor, *, dtype: torch.dtype | None = None) -> Block:
         """``block(A, out=None) -> k(A, Z)`` ``(*batch, rows, M)`` with ``Z`` ``(..., M, D)``
         fixed: for callers that take many row blocks against the same ``Z`` (the
         matrix-free products of :mod:`latentgp.linalg_iterative`).  Kernels whose ``Z``
@@ -132,11 +137,14 @@ class Kernel(nn.Module):
         the values equal ``self(A, Z)`` up to rounding.  ``out``: a tensor of the block's
         shape that receives the values and is returned (outside autograd only), so that a
         caller taking many blocks reuses one buffer instead of allocating each (RBF
-        computes the block in it; other kernels copy into it).  The function holds the
-        parameters' values when it was made: make a new one after they change."""
+        computes the block in it; other kernels copy into it).  ``dtype``: the blocks'
+        dtype (default: the kernel's); RBF computes its blocks in it (a float32 block
+        costs a third of a float64 one on the CPU), other kernels compute in their own
+        dtype and convert.  The function holds the parameters' values when it was made:
+        make a new one after they change."""
 
         def block(A, out=None):
-            return into(self(A, Z), out)
+            return into(self(A, Z), out, dtype)
 
         return block
 
@@ -188,8 +196,8 @@ class Sum(Kernel):
             out = out + k(X, Z)
         return out
 
-    def against(self, Z):  # noqa: D102
-        parts = [k.against(Z) for k in self.kernels]
+    def against(self, Z, *, dtype=None):  # noqa: D102
+        parts = [k.against(Z, dtype=dtype) for k in self.kernels]
 
         def block(A, out=None):
             res = parts[0](A, out=out)
@@ -218,8 +226,8 @@ class Product(Sum):
             out = out * k(X, Z)
         return out
 
-    def against(self, Z):  # noqa: D102
-        parts = [k.against(Z) for k in self.kernels]
+    def against(self, Z, *, dtype=None):  # noqa: D102
+        parts = [k.against(Z, dtype=dtype) for k in self.kernels]
 
         def block(A, out=None):
             res = parts[0](A, out=out)
@@ -263,8 +271,9 @@ class Scale(Kernel):
     def forward(self, X, Z=None):  # noqa: D102
         return self.variance[..., None, None] * self.kernel(X, Z)
 
-    def against(self, Z):  # noqa: D102
-        inner, s = self.kernel.against(Z), self.variance[..., None, None]
+    def against(self, Z, *, dtype=None):  # noqa: D102
+        inner, s = self.kernel.against(Z, dtype=dtype), self.variance[..., None, None]
+        s = s if dtype is None else s.to(dtype)
 
         def block(A, out=None):
             res = inner(A, out=out)
@@ -310,8 +319,8 @@ class Active(Kernel):
     def forward(self, X, Z=None):  # noqa: D102
         return self.kernel(self._columns(X), self._columns(Z))
 
-    def against(self, Z):  # noqa: D102
-        inner = self.kernel.against(self._columns(Z))
+    def against(self, Z, *, dtype=None):  # noqa: D102
+        inner = self.kernel.against(self._columns(Z), dtype=dtype)
         return lambda A, out=None: inner(self._columns(A), out=out)
 
     def diag(self, X):  # noqa: D102

@@ -180,16 +180,17 @@ class Stationary(Kernel):
         self._check_built()
         return self.variance[..., None, None] * self.profile(scaled_sqdist(X, Z, self.lengthscale))
 
-    def against(self, Z):
+    def against(self, Z, *, dtype=None):
         """:meth:`Kernel.against`: ``Z / l``, its centre and ``|z|^2`` computed once (the
-        centre is the median of ``Z``'s rows alone); ``out`` receives a copy."""
+        centre is the median of ``Z``'s rows alone); ``out`` receives a copy; blocks are
+        computed in the kernel's dtype and converted to ``dtype``."""
         self._check_built()
         ls, var = self.lengthscale[..., None, :], self.variance[..., None, None]
         Zs, c = _centred(Z / ls)
         z2 = (Zs * Zs).sum(-1)
 
         def block(A, out=None):
-            return into(var * self.profile(_sqdist(A / ls - c, Zs, z2)), out)
+            return into(var * self.profile(_sqdist(A / ls - c, Zs, z2)), out, dtype)
 
         return block
 
@@ -266,20 +267,25 @@ class RBF(Stationary):
         lowest = _rbf_lowest(-2.0 * Xa[..., -2], (Zc * Zc).sum(-1), log_var)
         return floored_exp(Xa @ Za.mT, lowest=lowest)
 
-    def against(self, Z):
+    def against(self, Z, *, dtype=None):
         """:meth:`Kernel.against`: ``Z``'s augmented rows (the product form above) built
         once (the centre is the median of ``Z``'s rows alone): a block is then the scaling
-        of its own rows, one product and one exponential, both in ``out`` when given."""
+        of its own rows, one product and one exponential, both in ``out`` when given.
+        ``dtype``: the augmented rows are formed in the kernel's dtype and converted, so
+        the product and the exponential run in ``dtype`` (an exponent's rounding error
+        is then about ``eps(dtype)`` times ``|x|^2 + |z|^2``)."""
         self._check_built()
         ls = self.lengthscale[..., None, :]
         Zs, c = _centred(Z / ls)
         log_var = self.variance.log()[..., None, None]
         Za = _column_rows(Zs, log_var)
+        Za = Za if dtype is None else Za.to(dtype)
         z2 = (Zs * Zs).sum(-1)
 
         def block(A, out=None):
             Aa = _row_rows(A / ls - c)
             lowest = _rbf_lowest(-2.0 * Aa[..., -2], z2, log_var)
+            Aa = Aa if dtype is None else Aa.to(dtype)
             if out is None:
                 return floored_exp(Aa @ Za.mT, lowest=lowest)
             return floored_exp(torch.matmul(Aa, Za.mT, out=out), inplace=True, lowest=lowest)
