@@ -87,7 +87,27 @@ def trained_lines(trained: list) -> list:
 
 #: the reading of the CPU rows of ``trained_lines`` (written by hand after the runs)
 TRAINED_READING = [
-    "Reading (session 26; Intel Xeon, the 2 cores otherwise quiet during the fits; both "
+    "Reading (session 27; Intel Xeon, the 2 cores quiet during the fit and its "
+    "prediction). **The default fit now takes 1,548 s wall (25.8 minutes**; 2,991 CPU s) "
+    "for all 41,157 rows, under the issue's 30 minutes, against 2,380 s (39.7 minutes) "
+    "for the same defaults with float64 products (the row with "
+    "`iterative={'product_dtype': 'float64'}`: session 26's default row, run at 605ae44 "
+    "before the option existed, when every product was float64). Training evaluations "
+    "now compute the kernel blocks and their products with CG's vectors in float32 "
+    "(`lg.ExactGP.Iterative(product_dtype=...)`, `\"auto\"`: float32 for a float64 model "
+    "at `tol` >= 1e-3); CG's vectors and recurrences, the preconditioner, SLQ, the "
+    "gradient pass and prediction stay float64. A product over all rows at the trained "
+    "lengthscales took 2.5 s against 5.8 s (one run, two threads). The fit took the same "
+    "4 evaluations with about 10% more CG iterations in the last two (about 90, 95, 130 and "
+    "131 against 87, 86, 116 and 118) and ended at the same objective per point to four "
+    "digits (-0.8658); test RMSE **0.520**, NLPD **0.835**, the float64 fit's to three "
+    "digits. On 15,000 rows against Cholesky (design.md) the float32 products moved the "
+    "objective by 0.03 nats and the gradient by 0.07-0.09% of its norm, where two probe "
+    "seeds differ by 4.7% (at the pretrain's hyperparameters) and 14% (at the trained "
+    "ones). Peak RSS 582 MB over the fit (360 MB above the baseline, against 521 MB with "
+    "float64 products) and 654 MB with the prediction (432 MB above).",
+    "",
+    "Session 26 (Intel Xeon, the 2 cores otherwise quiet during the fits; both "
     "session-26 rows' predictions ran beside other jobs, so their predict seconds are not "
     "timings). Every CPU row starts from the 2,100-row Cholesky pretrain (79 steps, "
     "46-86 s). The default **three** full-data steps (`exact_trained.py --part exact`) "
@@ -105,8 +125,9 @@ TRAINED_READING = [
     "collapsed bound at M = 1,024 (0.578, 0.874). With **one** step (`--finetune-steps 1`, "
     "session 25, before the floor) the fit took 980 s (**16.3 minutes**: 2 evaluations of "
     "87 and 84 iterations), test RMSE 0.561, NLPD 0.838. So the issue's time target, "
-    "under 30 minutes on these 2 cores, is met by the one-step fit and not by the default "
-    "(40 minutes, its model the better one).",
+    "under 30 minutes on these 2 cores, was met by the one-step fit and not by that "
+    "default (40 minutes, its model the better one); session 27's float32 products "
+    "brought the default under it (above).",
     "",
     "A looser training tolerance is no shortcut either (GPyTorch and Wang et al. train at "
     "CG tolerance 1). Session 24, on 8,000 protein rows at the pretrain's hyperparameters: "
@@ -272,7 +293,9 @@ DEVICE_NOTES = [
     "spare. The default protein fit: 19.3 s (79 pretrain steps, 3 full-data steps), test "
     "RMSE 0.520, NLPD 0.837 (the CPU's default fit: 0.520, 0.835), device peak 454 MB. "
     "The 37 CUDA tests (`tests/integration/test_devices.py`, the device cases of "
-    "`test_one_fit.py`) passed on the same machine.",
+    "`test_one_fit.py`) passed on the same machine. These rows ran with float64 products "
+    "throughout; the float32 training products that became the default later that "
+    "session (38e6080) have not been measured on a GPU.",
 ]
 
 
