@@ -142,6 +142,27 @@ def test_exact_gp_conditioning_and_paths_on_the_device():
     assert np.all(np.abs(F.detach().mean(0).cpu().numpy() - np.asarray(m)) < 5 * se + 1e-3)
 
 
+def test_iterative_exact_gp_on_the_device_with_float32_products():
+    """The iterative path on the device: float32 training products (the default at
+    ``tol`` 1e-2) give the float64 products' objective to their rounding, and the
+    predictive means (float64 solves to ``predict_tol``) are the CPU's."""
+    X, y = family_data("regression", n=600)
+    Xs, _ = family_data("regression", n=25, seed=5)
+    opts = {"rank": 20, "pretrain_rows": 0}
+    values = {}
+    for pd in ("float32", "float64"):
+        m = lg.ExactGP(solver="cg", iterative={**opts, "product_dtype": pd}, device=TARGET)
+        m.initialize(X, y, seed=0)
+        values[pd] = m.log_marginal_likelihood()
+        assert m.last_cg["product_dtype"] == pd and _on_device(m) == []
+    assert abs(values["float32"] - values["float64"]) < 1e-3 * abs(values["float64"]), values
+    dev = lg.ExactGP(solver="cg", iterative=opts, device=TARGET).initialize(X, y, seed=0)
+    cpu = lg.ExactGP(solver="cg", iterative=opts).initialize(X, y, seed=0)
+    (m_dev, v_dev), (m_cpu, v_cpu) = dev.predict_f(Xs), cpu.predict_f(Xs)
+    np.testing.assert_allclose(np.asarray(m_dev), np.asarray(m_cpu), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(v_dev), np.asarray(v_cpu), rtol=1e-3, atol=1e-4)
+
+
 def test_natural_gradient_and_float32_fits_on_the_device():
     X, y = family_data("binary", n=200)
     Xs, _ = family_data("binary", n=30, seed=5)
