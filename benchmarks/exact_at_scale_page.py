@@ -163,7 +163,14 @@ TRAINED_READING = [
     "its fit's peak (the process's, 521 MB above the baseline). "
     "`MALLOC_MMAP_THRESHOLD_=4194304` (blocks above 4 MiB mapped and returned when "
     "freed) remains the Linux workaround for the fit's growth; CG's `(N, C)` vectors "
-    "in reused buffers are the next step.",
+    "in reused buffers are the next step. Session 27, with float32 training products: "
+    "the default fit peaked at 360 MB above the baseline (its row), and the same fit "
+    "alone (no prediction; `/work/runs/s27/fitmem.py`, not in the repository) with "
+    "`MALLOC_MMAP_THRESHOLD_=4194304` at 305 MB above its baseline (1,721 s wall): the "
+    "allocator's retention is about 55 MB of the peak, and the rest, still above the "
+    "target's 206 MB, is live memory at some point of the fit that has not been "
+    "located (one evaluation alone measured 197-207 MB in session 25, with float64 "
+    "products).",
 ]
 
 
