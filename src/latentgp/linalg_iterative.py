@@ -153,8 +153,8 @@ class IterativeOptions(OptionGroup):
         model whose ``tol`` is at least 1e-3 (:data:`SINGLE_PRODUCTS_TOL`), where the
         products' rounding (about 1e-6 relative; 1e-4 in an RBF exponent at protein's
         trained lengthscales) is orders below what CG is asked for, else the model's
-        dtype.  On the CPU a float32 product costs a third of a float64 one (all 41,157
-        protein rows, two threads: 1.5 against 4.6 s).
+        dtype.  On the CPU a float32 product costs less than half a float64 one (all
+        41,157 protein rows at trained lengthscales, two threads: 1.8-2.5 against 5.8 s).
     """
 
     argument = "iterative"

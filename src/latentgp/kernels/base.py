@@ -139,7 +139,7 @@ class Kernel(nn.Module):
         caller taking many blocks reuses one buffer instead of allocating each (RBF
         computes the block in it; other kernels copy into it).  ``dtype``: the blocks'
         dtype (default: the kernel's); RBF computes its blocks in it (a float32 block
-        costs a third of a float64 one on the CPU), other kernels compute in their own
+        costs less than half a float64 one on the CPU), other kernels compute in their own
         dtype and convert.  The function holds the parameters' values when it was made:
         make a new one after they change."""
 
