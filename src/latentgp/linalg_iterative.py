@@ -493,7 +493,7 @@ class _IterativeLogMarginal(torch.autograd.Function):
             iterations=res.iterations, residual=float(res.residual.max()),
             converged=res.converged, logdet=float(logdet), rank=pre.rank,
             seconds=res.seconds,
-            product_dtype=str(op.product_dtype or R.dtype).removeprefix("torch."),
+            product_dtype=str(op.product_dtype).removeprefix("torch."),
             # the largest relative residual after each iteration: the solve's record
             residuals=res.largest_residuals(),
         )
