@@ -41,6 +41,7 @@ RANKS = {
     "linalg_iterative": 1,
     "linalg_cg": 1,
     "linalg_love": 1,
+    "linalg_precondition": 1,
     "parameters": 1,
     "mixtures": 1,
     "priors": 1,
