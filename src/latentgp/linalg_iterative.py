@@ -292,14 +292,36 @@ class KernelOperator:
     ) -> list[torch.Tensor | None]:
         """Gradients of ``sum(A * (K B))`` (``A``, ``B`` ``(N, C)`` constants) with respect
         to ``inputs`` (tensors that ``cross`` depends on), accumulated one row block at
-        a time: each block's graph is freed before the next is built.  The blocks are in
-        ``X``'s dtype whatever :attr:`product_dtype` says: float32 blocks were no faster
-        here (protein's 41,157 rows, 17 columns, two threads: 38.7 against 37.3 s), whose
-        time goes to the backward pass through each block's ``O(N D)`` side."""
+        a time (:meth:`blockwise_grad`).  The blocks are in ``X``'s dtype whatever
+        :attr:`product_dtype` says: float32 blocks were no faster here (protein's 41,157
+        rows, 17 columns, two threads: 38.7 against 37.3 s), whose time goes to the
+        backward pass through each block's ``O(N D)`` side."""
+        return self.blockwise_grad(
+            lambda c, block: (A[c] * _times(block, B)).sum(), inputs
+        )
+
+    def frobenius_grad(
+        self, W: torch.Tensor, inputs: Sequence[torch.Tensor]
+    ) -> list[torch.Tensor | None]:
+        """Gradients of ``sum(W * K)`` (``W`` ``(N, N)`` a constant, ``K = K(X, X)``
+        without the noise) with respect to ``inputs``, one row block at a time
+        (:meth:`blockwise_grad`): the Cholesky path's gradient with ``W = d log p / dK``
+        (:mod:`latentgp.models.exact`)."""
+        return self.blockwise_grad(lambda c, block: (W[c] * block).sum(), inputs)
+
+    def blockwise_grad(
+        self,
+        term: Callable[[slice, torch.Tensor], torch.Tensor],
+        inputs: Sequence[torch.Tensor],
+    ) -> list[torch.Tensor | None]:
+        """Gradients of ``sum_c term(c, K(X[c], X))`` over row blocks ``c`` (slices of
+        ``chunk_rows // GRAD_BLOCK_DIVISOR`` rows) with respect to ``inputs``: each
+        block's graph is built, differentiated and freed before the next, so the graph
+        never spans more than one block."""
         grads: list[torch.Tensor | None] = [None] * len(inputs)
         for c in self._chunks(max(1, self.chunk_rows // GRAD_BLOCK_DIVISOR)):
             with torch.enable_grad():
-                f = (A[c] * _times(self.cross(self.X[c], self.X), B)).sum()
+                f = term(c, self.cross(self.X[c], self.X))
                 gs = torch.autograd.grad(f, inputs, allow_unused=True)
             grads = [
                 g if a is None else (a if g is None else a + g)

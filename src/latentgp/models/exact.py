@@ -25,6 +25,7 @@ from ..linalg import BlockCholesky, add_diagonal, cho_solve, cholesky
 from ..linalg_iterative import (
     IterativeOptions,
     IterativeSolver,
+    KernelOperator,
     LoveCache,
     block_rows,
     iterative_log_marginal,
@@ -77,6 +78,90 @@ def gaussian_log_marginal(K: torch.Tensor, L: torch.Tensor, Y: torch.Tensor) -> 
     Cholesky factor ``L`` (taken as a constant: the gradient flows to ``K`` and ``Y`` by the
     closed form), ``Y`` ``(..., N, P)``; returns ``(...)`` (a scalar for one matrix)."""
     return _GaussianLogMarginal.apply(K, L, Y)
+
+
+class _CholeskyLogMarginal(torch.autograd.Function):
+    """``log N(R | 0, K + s^2 I)`` summed over the columns of ``R`` ``(N, P)`` from one
+    Cholesky factor, for one ``(N, N)`` matrix ``K = K(X, X)``, with its gradient with
+    respect to ``s^2``, ``R`` and the kernel's parameters and no autograd graph of ``K``.
+
+    Forward: ``K`` (computed by the caller without a graph) takes the noise on its
+    diagonal in place and is factorised; the factor ``L`` and ``alpha = (K + s^2 I)^{-1} R``
+    are kept.  Backward: ``W = (alpha alpha^T - P (K + s^2 I)^{-1}) / 2 = d log p / dK``
+    (one ``cholesky_inverse``, as :class:`_GaussianLogMarginal`), ``d log p / ds^2 =
+    tr W``, and the kernel's parameters get the gradient of ``sum(W * K)`` a row block at
+    a time (:meth:`~latentgp.linalg_iterative.KernelOperator.frobenius_grad`).  At most
+    two ``N x N`` matrices are alive at once (``K`` and ``L``, then ``L`` and ``W``), where
+    autograd through the kernel held about six (``docs/design.md``, "The Cholesky
+    path's memory").
+    """
+
+    @staticmethod
+    def forward(ctx, spec, noise, R, *params):
+        op, held, info = spec
+        K = held.pop()  # the caller keeps no reference: K is freed once factorised
+        K.diagonal().add_(noise)
+        L, info["jitter"] = cholesky(K, "K + noise", jitter=0.0)
+        del K
+        N, P = R.shape
+        alpha = cho_solve(L, R)
+        logdet = 2.0 * L.diagonal().log().sum()
+        ctx.op, ctx.P = op, P
+        ctx.save_for_backward(L, alpha, *params)
+        return -0.5 * ((R * alpha).sum() + P * logdet + N * P * LOG_2PI)
+
+    @staticmethod
+    def backward(ctx, g):
+        L, alpha, *params = ctx.saved_tensors
+        W = torch.cholesky_inverse(L).mul_(-ctx.P)
+        W.addmm_(alpha, alpha.mT).mul_(0.5 * g)  # g d log p / dK, no other N x N matrix
+        g_noise = W.diagonal().sum() if ctx.needs_input_grad[1] else None
+        g_R = -g * alpha if ctx.needs_input_grad[2] else None
+        needs = ctx.needs_input_grad[3:]
+        wanted = [p for p, need in zip(params, needs, strict=True) if need]
+        grads = iter(ctx.op.frobenius_grad(W, wanted) if wanted else [])
+        return (None, g_noise, g_R, *(next(grads) if need else None for need in needs))
+
+
+def cholesky_log_marginal(
+    kernel: Kernel,
+    X: torch.Tensor,
+    noise: torch.Tensor,
+    R: torch.Tensor,
+    *,
+    info: dict[str, Any] | None = None,
+) -> torch.Tensor | None:
+    """``log N(R[:, p] | 0, K(X, X) + noise I)`` summed over the columns of ``R`` ``(N, P)``
+    by one Cholesky factor, differentiable with respect to ``noise`` (a one-element
+    tensor), ``R`` and the kernel's parameters, without the kernel's autograd graph of
+    ``N x N`` intermediates (:class:`_CholeskyLogMarginal`); ``info["jitter"]`` receives
+    the jitter the factorisation needed.
+
+    Returns None where this form does not apply, and the caller then differentiates
+    through the kernel as usual: ``X`` needs its own gradient, ``noise`` is not one
+    number, or the kernel's blocks ``K(X[c], X)`` (which the gradient is taken through)
+    are not the rows of its ``K(X)`` (compared on the first :data:`ROWS_COMPARED` rows,
+    to ``sqrt(eps)`` of the largest entry: a kernel that adds a term to ``K(X)`` alone)."""
+    if X.requires_grad or noise.numel() != 1 or X.ndim != 2:
+        return None
+    params = [p for p in kernel.parameters() if p.requires_grad]
+    op = KernelOperator(kernel, X.detach(), noise.detach())
+    with torch.no_grad():
+        K = kernel(X)
+        if K.shape != (X.shape[0], X.shape[0]):
+            return None
+        b = min(ROWS_COMPARED, X.shape[0])
+        scale = float(K.abs().max()) if K.numel() else 0.0
+        gap = float((op.rows(torch.arange(b, device=X.device)) - K[:b]).abs().max())
+        if not gap <= torch.finfo(K.dtype).eps ** 0.5 * scale:
+            return None
+    spec = (op, [K.contiguous()], {} if info is None else info)
+    del K
+    return _CholeskyLogMarginal.apply(spec, noise.reshape(()), R, *params)
+
+
+#: rows of ``K(X)`` that :func:`cholesky_log_marginal` compares with the kernel's blocks
+ROWS_COMPARED = 8
 
 
 def pretrain_subset(num_data: int, rows: int, seed: int | None) -> torch.Tensor:
@@ -324,10 +409,18 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
             self._warm_start = info.pop("solution")
             self.last_cg = info
             return value
+        R = self._residual(X, y.reshape(N, -1))
+        if torch.is_grad_enabled():
+            info: dict[str, Any] = {}
+            value = cholesky_log_marginal(self.kernel, X, self.likelihood.variance, R,
+                                          info=info)
+            if value is not None:
+                self.last_jitter = info["jitter"]
+                return value
         K = add_diagonal(self.kernel(X), self.likelihood.variance)
         with torch.no_grad():
             L, self.last_jitter = cholesky(K.detach(), "K + noise", jitter=0.0)
-        return gaussian_log_marginal(K, L, self._residual(X, y.reshape(N, -1)))
+        return gaussian_log_marginal(K, L, R)
 
     def log_marginal_likelihood(self) -> float:
         """log p(y) of the training targets in their original units."""
