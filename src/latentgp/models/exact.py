@@ -98,7 +98,7 @@ class _CholeskyLogMarginal(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, spec, noise, R, *params):
-        op, held, info = spec
+        op, held, diag, info = spec
         K = held.pop()  # the caller keeps no reference: K is freed once factorised
         K.diagonal().add_(noise)
         L, info["jitter"] = cholesky(K, "K + noise", jitter=0.0)
@@ -106,7 +106,7 @@ class _CholeskyLogMarginal(torch.autograd.Function):
         N, P = R.shape
         alpha = cho_solve(L, R)
         logdet = 2.0 * L.diagonal().log().sum()
-        ctx.op, ctx.P = op, P
+        ctx.op, ctx.diag, ctx.P = op, diag, P
         ctx.save_for_backward(L, alpha, *params)
         return -0.5 * ((R * alpha).sum() + P * logdet + N * P * LOG_2PI)
 
@@ -119,7 +119,7 @@ class _CholeskyLogMarginal(torch.autograd.Function):
         g_R = -g * alpha if ctx.needs_input_grad[2] else None
         needs = ctx.needs_input_grad[3:]
         wanted = [p for p, need in zip(params, needs, strict=True) if need]
-        grads = iter(ctx.op.frobenius_grad(W, wanted) if wanted else [])
+        grads = iter(ctx.op.frobenius_grad(W, wanted, diag=ctx.diag) if wanted else [])
         return (None, g_noise, g_R, *(next(grads) if need else None for need in needs))
 
 
@@ -140,23 +140,31 @@ def cholesky_log_marginal(
     Returns None where this form does not apply, and the caller then differentiates
     through the kernel as usual: ``X`` needs its own gradient, ``noise`` is not one
     number, or the kernel's blocks ``K(X[c], X)`` (which the gradient is taken through)
-    are not the rows of its ``K(X)`` (compared on the first :data:`ROWS_COMPARED` rows,
-    to ``sqrt(eps)`` of the largest entry: a kernel that adds a term to ``K(X)`` alone)."""
+    are not the rows of its ``K(X)`` off the diagonal, or its ``diag(X)`` is not the
+    diagonal of ``K(X)`` (compared to ``sqrt(eps)`` of the largest entry, on the first
+    :data:`ROWS_COMPARED` rows and on the whole diagonal).  The diagonal's gradient comes
+    from ``diag(X)``: exact where the blocks' distances of a point to itself are only
+    rounding-sized (tiny trial lengthscales of a line search), and it carries a term
+    that a kernel adds to ``K(X)``'s diagonal alone (white noise)."""
     if X.requires_grad or noise.numel() != 1 or X.ndim != 2:
         return None
     params = [p for p in kernel.parameters() if p.requires_grad]
     op = KernelOperator(kernel, X.detach(), noise.detach())
+    N = X.shape[0]
     with torch.no_grad():
         K = kernel(X)
-        if K.shape != (X.shape[0], X.shape[0]):
+        if K.shape != (N, N):
             return None
-        b = min(ROWS_COMPARED, X.shape[0])
-        scale = float(K.abs().max()) if K.numel() else 0.0
-        gap = float((op.rows(torch.arange(b, device=X.device)) - K[:b]).abs().max())
-        if not gap <= torch.finfo(K.dtype).eps ** 0.5 * scale:
+        tol = torch.finfo(K.dtype).eps ** 0.5 * float(K.abs().max()) if N else 0.0
+        b = min(ROWS_COMPARED, N)
+        gap = op.rows(torch.arange(b, device=X.device)) - K[:b]
+        gap[torch.arange(b), torch.arange(b)] = 0.0
+        d = kernel.diag(X).expand(N)
+        if not (float(gap.abs().max()) <= tol
+                and float((d - K.diagonal()).abs().max()) <= tol):
             return None
-    spec = (op, [K.contiguous()], {} if info is None else info)
-    del K
+    spec = (op, [K.contiguous()], kernel.diag, {} if info is None else info)
+    del K, gap, d
     return _CholeskyLogMarginal.apply(spec, noise.reshape(()), R, *params)
 
 
