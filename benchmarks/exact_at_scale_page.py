@@ -87,6 +87,31 @@ def trained_lines(trained: list) -> list:
 
 #: the reading of the CPU rows of ``trained_lines`` (written by hand after the runs)
 TRAINED_READING = [
+    "Reading (session 28). The default row now is session 28's run at 8967578, after the "
+    "Cholesky path's gradient became block-wise (the pretrain's evaluations hold 2-3 "
+    "N x N matrices instead of 6, `exact_cholesky_memory.md`); session 27's row is kept "
+    "as `cholesky_gradient=autograd`. **Time: 2,131 s wall (35.5 minutes), over the "
+    "target, where session 27's run of the same full-data code took 1,548 s (25.8).** "
+    "The same 79 pretrain steps and 4 evaluations (about 95, 100, 140 and 130 CG "
+    "iterations) to the same objective, test RMSE **0.5205**, NLPD **0.8359**; but every "
+    "part ran slower: the pretrain 90 s against 55, CG iterations 3.5-4.0 s wall against "
+    "2.4 s in session 27's log. Measured on the quiet machine right after the run, at the "
+    "trained lengthscales: a float32 product over all rows 1.9-2.0 s (session 27: 1.8-2.4) "
+    "and 2.34 s per CG iteration over the first 12 iterations of an evaluation; the "
+    "gradient pass's loop before and after this session's refactor took 8.8 and 7.9 s, "
+    "then 7.6 and 7.3 s, on 15,000 rows in one process. So the code did not slow down; "
+    "the 2-core host did, during the run (the load average before the run was 0.3-1.5, "
+    "after 1.6; no other process of ours ran except two minutes of a 2-thread timing "
+    "at its start). The 30-minute target is therefore met on this host when it runs at "
+    "session 27's speed and missed when it does not: two runs of the same code, 25.8 and "
+    "35.5 minutes. **Memory: unchanged, 590 MB peak over the fit (369 MB above the "
+    "baseline; session 27: 582, 360)**: at this size the fit's peak is in the full-data CG "
+    "stage, not in the pretrain. A fit on 2,100 rows alone now peaks 233 MB above its "
+    "start (319 MB before); a trace of the default fit on 20,000 rows before the change "
+    "(RSS labelled by stage, `/proc/self/statm` every 10 ms) had the pretrain at 342 MB "
+    "above the start and the CG stages at up to 362 MB, with about 170 MB staying "
+    "resident between the stages: what the allocator keeps, not live tensors.",
+    "",
     "Reading (session 27; Intel Xeon, the 2 cores quiet during the fit and its "
     "prediction). **The default fit now takes 1,548 s wall (25.8 minutes**; 2,991 CPU s) "
     "for all 41,157 rows, under the issue's 30 minutes, against 2,380 s (39.7 minutes) "
@@ -463,7 +488,10 @@ NOTES = [
     "",
     "**Where Cholesky is faster.** CPU seconds per evaluation with gradient, one thread: "
     "at N = 3,000 Cholesky 2.0 s against CG 4.3 s (0.47x); at N = 10^4 Cholesky 54 s "
-    "against CG 46 s (1.2x) with 6.6 GB peak memory against 0.73 GB. The crossover is "
+    "against CG 46 s (1.2x) with 6.6 GB peak memory against 0.73 GB (the Cholesky "
+    "figures by autograd through the kernel; since session 28 its gradient is taken a "
+    "block of rows at a time: at N = 10^4 31 against 37 CPU s and 2.3 against 4.6 GB "
+    "above the evaluation's start in one run, `exact_cholesky_memory.md`). The crossover is "
     "between the two, near 10^4 on this CPU, so `solver=\"auto\"` now factorises up to "
     "`ExactGP.cholesky_max` = 10,000 points (was 50,000) and iterates above; "
     "`solver=\"cholesky\"` still accepts up to 50,000 (at 2 x 10^4 its matrices would "

@@ -127,13 +127,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", default="2100,5000,10000")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 500 and 1,000 rows, printed, nothing written")
+    ap.add_argument("--render", action="store_true",
+                    help="rewrite the .md page from the stored .json without running")
     ap.add_argument("--one", nargs=2, metavar=("N", "VARIANT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(int(args.one[0]), args.one[1])))
         return
+    path = os.path.join(RESULTS, "exact_cholesky_memory.json")
+    if args.render:
+        with open(path) as fh:
+            stored = json.load(fh)
+        with open(path.replace(".json", ".md"), "w") as fh:
+            fh.write(render(stored))
+        return
     rows = []
-    for n in [int(v) for v in args.n.split(",") if v]:
+    sizes = [500, 1000] if args.quick else [int(v) for v in args.n.split(",") if v]
+    for n in sizes:
         for _ in range(args.repeats):
             got = {}
             for variant in VARIANTS:
@@ -149,10 +161,14 @@ def main() -> None:
                 row["grad_rel_diff"] = diff
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    path = os.path.join(RESULTS, "exact_cholesky_memory.json")
+    if args.quick:
+        return
     stored = stamp({"rows": rows}, command="OMP_NUM_THREADS=" + os.environ.get(
         "OMP_NUM_THREADS", "?") + " python benchmarks/exact_cholesky_memory.py --n " + args.n
         + (f" --repeats {args.repeats}" if args.repeats != 1 else ""))
+    if os.path.exists(path):  # the reading written for the stored run
+        with open(path) as fh:
+            stored["reading"] = json.load(fh).get("reading", "")
     with open(path, "w") as fh:
         json.dump(stored, fh, indent=1)
     with open(path.replace(".json", ".md"), "w") as fh:

@@ -270,6 +270,15 @@ EXPERIMENTS: dict[str, Experiment] = {
             quick_overwrites=False,
         ),
         Experiment(
+            "exact_cholesky_memory",
+            "exact_cholesky_memory.py",
+            "issue 26: memory and time of one Cholesky-path evaluation of an exact GP with "
+            "its gradient, block-wise against autograd through the kernel, at N = 2,100, "
+            "5,000 and 10^4 of uci/kin40k (--quick: 500 and 1,000 rows, printed)",
+            ("docs/results/exact_cholesky_memory.md",),
+            quick_overwrites=False,
+        ),
+        Experiment(
             "exact_trained",
             "exact_trained.py",
             "issue 26: an exact GP trained on all 41,157 rows of uci/protein split 0 (subset "

@@ -176,9 +176,20 @@ class Stationary(Kernel):
         """``g(r)`` as a function of the squared scaled distance."""
         raise NotImplementedError
 
+    def profile_(self, r2: torch.Tensor) -> torch.Tensor:
+        """:meth:`profile` without autograd, free to overwrite ``r2`` (a fresh tensor of
+        the caller's): a kernel that computes it in place holds one ``N x M`` matrix
+        where the chain of element-wise steps held up to three (the no-grad evaluation
+        of ``K(X)`` on the Cholesky path, prediction blocks)."""
+        return self.profile(r2)
+
     def forward(self, X, Z=None):
         self._check_built()
-        return self.variance[..., None, None] * self.profile(scaled_sqdist(X, Z, self.lengthscale))
+        r2 = scaled_sqdist(X, Z, self.lengthscale)
+        var = self.variance[..., None, None]
+        if torch.is_grad_enabled() or torch.broadcast_shapes(r2.shape, var.shape) != r2.shape:
+            return var * self.profile(r2)
+        return self.profile_(r2).mul_(var)
 
     def against(self, Z, *, dtype=None):
         """:meth:`Kernel.against`: ``Z / l``, its centre and ``|z|^2`` computed once (the
@@ -254,6 +265,9 @@ class RBF(Stationary):
     def profile(self, r2):
         return floored_exp(-0.5 * r2)
 
+    def profile_(self, r2):
+        return floored_exp(r2.mul_(-0.5), inplace=True)
+
     def forward(self, X, Z=None):
         if Z is None:
             return super().forward(X)
@@ -265,7 +279,8 @@ class RBF(Stationary):
         Zc = Zs - c
         Za, Xa = _column_rows(Zc, log_var), _row_rows(Xs - c)
         lowest = _rbf_lowest(-2.0 * Xa[..., -2], (Zc * Zc).sum(-1), log_var)
-        return floored_exp(Xa @ Za.mT, lowest=lowest)
+        # without autograd the exponential overwrites the product (one N x M matrix)
+        return floored_exp(Xa @ Za.mT, lowest=lowest, inplace=not torch.is_grad_enabled())
 
     def against(self, Z, *, dtype=None):
         """:meth:`Kernel.against`: ``Z``'s augmented rows (the product form above) built

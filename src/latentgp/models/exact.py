@@ -90,10 +90,11 @@ class _CholeskyLogMarginal(torch.autograd.Function):
     are kept.  Backward: ``W = (alpha alpha^T - P (K + s^2 I)^{-1}) / 2 = d log p / dK``
     (one ``cholesky_inverse``, as :class:`_GaussianLogMarginal`), ``d log p / ds^2 =
     tr W``, and the kernel's parameters get the gradient of ``sum(W * K)`` a row block at
-    a time (:meth:`~latentgp.linalg_iterative.KernelOperator.frobenius_grad`).  At most
-    two ``N x N`` matrices are alive at once (``K`` and ``L``, then ``L`` and ``W``), where
-    autograd through the kernel held about six (``docs/design.md``, "The Cholesky
-    path's memory").
+    a time (:meth:`~latentgp.linalg_iterative.KernelOperator.frobenius_grad`).  Two
+    ``N x N`` matrices of its own are alive at once (``K`` and ``L``, then ``L`` and
+    ``W``), and torch's ``cholesky_ex`` and ``cholesky_inverse`` each take a third as
+    workspace: three at the peak, where autograd through the kernel held six
+    (``docs/design.md``, "The Cholesky path's memory").
     """
 
     @staticmethod
@@ -155,7 +156,9 @@ def cholesky_log_marginal(
         K = kernel(X)
         if K.shape != (N, N):
             return None
-        tol = torch.finfo(K.dtype).eps ** 0.5 * float(K.abs().max()) if N else 0.0
+        # the largest |entry| without an N x N temporary
+        scale = max(float(K.amax()), -float(K.amin())) if N else 0.0
+        tol = torch.finfo(K.dtype).eps ** 0.5 * scale
         b = min(ROWS_COMPARED, N)
         gap = op.rows(torch.arange(b, device=X.device)) - K[:b]
         gap[torch.arange(b), torch.arange(b)] = 0.0
@@ -264,7 +267,10 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
     #: Measured crossover (kin40k, one thread, CPU seconds per evaluation with gradient,
     #: exact_at_scale.md): at N = 3,000 the Cholesky evaluation took 0.47x the CG one, at
     #: N = 10^4 1.2x (54 s against 46 s) and 6.6 GB peak against 0.73 GB, so the factor
-    #: is kept where it is the faster (and exact) path
+    #: is kept where it is the faster (and exact) path.  Those Cholesky figures are of
+    #: autograd through the kernel; with the block-wise gradient (cholesky_log_marginal)
+    #: an evaluation at N = 10^4 took 31 against 37 CPU s and 2.3 against 4.6 GB above
+    #: its start (exact_cholesky_memory.md)
     cholesky_max = 10_000
     #: the options of the iterative path (``lg.ExactGP.Iterative(tol=..., rank=...)``)
     Iterative = IterativeOptions
