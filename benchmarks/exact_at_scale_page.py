@@ -490,7 +490,7 @@ NOTES = [
     "at N = 3,000 Cholesky 2.0 s against CG 4.3 s (0.47x); at N = 10^4 Cholesky 54 s "
     "against CG 46 s (1.2x) with 6.6 GB peak memory against 0.73 GB (the Cholesky "
     "figures by autograd through the kernel; since session 28 its gradient is taken a "
-    "block of rows at a time: at N = 10^4 31 against 37 CPU s and 2.3 against 4.6 GB "
+    "block of rows at a time: at N = 10^4 31 against 37-41 CPU s and 2.3 against 4.6 GB "
     "above the evaluation's start in one run, `exact_cholesky_memory.md`). The crossover is "
     "between the two, near 10^4 on this CPU, so `solver=\"auto\"` now factorises up to "
     "`ExactGP.cholesky_max` = 10,000 points (was 50,000) and iterates above; "

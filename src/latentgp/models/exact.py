@@ -269,7 +269,7 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
     #: N = 10^4 1.2x (54 s against 46 s) and 6.6 GB peak against 0.73 GB, so the factor
     #: is kept where it is the faster (and exact) path.  Those Cholesky figures are of
     #: autograd through the kernel; with the block-wise gradient (cholesky_log_marginal)
-    #: an evaluation at N = 10^4 took 31 against 37 CPU s and 2.3 against 4.6 GB above
+    #: an evaluation at N = 10^4 took 31 against 37-41 CPU s and 2.3 against 4.6 GB above
     #: its start (exact_cholesky_memory.md)
     cholesky_max = 10_000
     #: the options of the iterative path (``lg.ExactGP.Iterative(tol=..., rank=...)``)
