@@ -45,20 +45,22 @@ RESULTS = os.path.join(os.path.dirname(HERE), "docs", "results")
 VARIANTS = ("blockwise", "autograd")
 
 
-def rss_mb() -> float:
+def status_mb(field: str) -> float:
+    """``field`` of ``/proc/self/status`` in MB (``VmRSS``: resident now, ``VmHWM``: its
+    high-water mark)."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def rss_mb() -> float:
+    return status_mb("VmRSS")
 
 
 def hwm_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
+    return status_mb("VmHWM")
 
 
 def one(n: int, variant: str) -> dict:
