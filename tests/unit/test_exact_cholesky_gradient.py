@@ -153,3 +153,31 @@ def test_inputs_that_need_gradients_keep_full_autograd():
     m = _model("rbf")
     X = m.X_train.clone().requires_grad_(True)
     assert cholesky_log_marginal(m.kernel, X, m.likelihood.variance, _deviation(m, X)) is None
+
+
+def test_functional_call_keeps_full_autograd_and_its_gradients():
+    # torch.func.functional_call swaps plain tensors into the module for the call only;
+    # a backward pass that evaluated the kernel again would see the module's own
+    m = _model("rbf")
+    names = [n for n, p in m.named_parameters() if p.requires_grad]
+    values = tuple(p.detach().clone().requires_grad_(True) for _, p in m.named_parameters()
+                   if p.requires_grad)
+    N = m.X_train.shape[0]
+
+    class Objective(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, X, y):
+            return self.model.objective(X, y, N)
+
+    wrapper = Objective(m)
+    out = torch.func.functional_call(
+        wrapper, {f"model.{n}": v for n, v in zip(names, values, strict=True)},
+        (m.X_train, m.y_train),
+    )
+    got = torch.autograd.grad(out, values)
+    want = torch.autograd.grad(_objective(m), [p for p in m.parameters() if p.requires_grad])
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)

@@ -139,17 +139,23 @@ def cholesky_log_marginal(
     the jitter the factorisation needed.
 
     Returns None where this form does not apply, and the caller then differentiates
-    through the kernel as usual: ``X`` needs its own gradient, ``noise`` is not one
-    number, or the kernel's blocks ``K(X[c], X)`` (which the gradient is taken through)
-    are not the rows of its ``K(X)`` off the diagonal, or its ``diag(X)`` is not the
-    diagonal of ``K(X)`` (compared to ``sqrt(eps)`` of the largest entry, on the first
-    :data:`ROWS_COMPARED` rows and on the whole diagonal).  The diagonal's gradient comes
-    from ``diag(X)``: exact where the blocks' distances of a point to itself are only
-    rounding-sized (tiny trial lengthscales of a line search), and it carries a term
-    that a kernel adds to ``K(X)``'s diagonal alone (white noise)."""
+    through the kernel as usual: ``X`` needs its own gradient; ``noise`` is not one
+    number; the kernel's parameters are not its own ``nn.Parameter`` s (inside
+    ``torch.func.functional_call``); the kernel's blocks ``K(X[c], X)``, which the
+    gradient is taken through, are not the rows of its ``K(X)`` off the diagonal; or
+    its ``diag(X)`` is not the diagonal of ``K(X)`` (both compared to ``sqrt(eps)`` of
+    the largest entry, on the first :data:`ROWS_COMPARED` rows and on the whole
+    diagonal).  The diagonal's gradient comes from ``diag(X)``: exact where the blocks'
+    distances of a point to itself are only rounding-sized (tiny trial lengthscales of
+    a line search), and it carries a term that a kernel adds to ``K(X)``'s diagonal
+    alone (white noise)."""
     if X.requires_grad or noise.numel() != 1 or X.ndim != 2:
         return None
     params = [p for p in kernel.parameters() if p.requires_grad]
+    if not all(isinstance(p, torch.nn.Parameter) for p in params):
+        # torch.func.functional_call puts plain tensors in the module for the call only;
+        # the backward pass, which evaluates the kernel again, would see its own again
+        return None
     op = KernelOperator(kernel, X.detach(), noise.detach())
     N = X.shape[0]
     with torch.no_grad():
