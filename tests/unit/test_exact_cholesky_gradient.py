@@ -155,13 +155,9 @@ def test_inputs_that_need_gradients_keep_full_autograd():
     assert cholesky_log_marginal(m.kernel, X, m.likelihood.variance, _deviation(m, X)) is None
 
 
-def test_functional_call_keeps_full_autograd_and_its_gradients():
-    # torch.func.functional_call swaps plain tensors into the module for the call only;
-    # a backward pass that evaluated the kernel again would see the module's own
-    m = _model("rbf")
-    names = [n for n, p in m.named_parameters() if p.requires_grad]
-    values = tuple(p.detach().clone().requires_grad_(True) for _, p in m.named_parameters()
-                   if p.requires_grad)
+def _functional_objective(m, values):
+    """``m.objective`` on its training data with ``values`` (name -> tensor) swapped in
+    by ``torch.func.functional_call``."""
     N = m.X_train.shape[0]
 
     class Objective(torch.nn.Module):
@@ -172,12 +168,31 @@ def test_functional_call_keeps_full_autograd_and_its_gradients():
         def forward(self, X, y):
             return self.model.objective(X, y, N)
 
-    wrapper = Objective(m)
-    out = torch.func.functional_call(
-        wrapper, {f"model.{n}": v for n, v in zip(names, values, strict=True)},
-        (m.X_train, m.y_train),
+    return torch.func.functional_call(
+        Objective(m), {f"model.{n}": v for n, v in values.items()}, (m.X_train, m.y_train)
     )
-    got = torch.autograd.grad(out, values)
+
+
+def _fresh_values(m):
+    return {n: p.detach().clone().requires_grad_(True)
+            for n, p in m.named_parameters() if p.requires_grad}
+
+
+def test_functional_call_keeps_full_autograd_and_its_gradients():
+    # torch.func.functional_call swaps plain tensors into the module for the call only;
+    # a backward pass that evaluated the kernel again would see the module's own
+    m = _model("rbf")
+    values = _fresh_values(m)
+    got = torch.autograd.grad(_functional_objective(m, values), tuple(values.values()))
     want = torch.autograd.grad(_objective(m), [p for p in m.parameters() if p.requires_grad])
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_the_iterative_path_refuses_functional_call_gradients_clearly():
+    m = _model("rbf")
+    m.solver = "cg"
+    with pytest.raises(NotImplementedError, match="functional_call"):
+        _functional_objective(m, _fresh_values(m))
+    with torch.no_grad():  # a value alone is fine
+        assert torch.isfinite(_functional_objective(m, _fresh_values(m)))

@@ -419,10 +419,19 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
     def _log_marginal(self, X, y):
         N = X.shape[0]
         if self.solver_for(N) == "cg":
+            params = [p for p in self.kernel.parameters() if p.requires_grad]
+            if torch.is_grad_enabled() and not all(
+                    isinstance(p, torch.nn.Parameter) for p in params):
+                raise NotImplementedError(
+                    "the iterative path's gradient evaluates the kernel again in the backward "
+                    "pass, after torch.func.functional_call has put the module's own "
+                    "parameters back: its gradient with respect to the tensors passed to "
+                    "functional_call is not available (use solver='cholesky' up to "
+                    f"{self.max_num_data:,} points, or the module's parameters)")
             info: dict[str, Any] = {}
             value = iterative_log_marginal(
                 self.kernel, X, self.likelihood.variance, self._residual(X, y.reshape(N, -1)),
-                [p for p in self.kernel.parameters() if p.requires_grad],
+                params,
                 diag=self.kernel.diag(X), options=self.iterative, info=info,
             )
             # the solve (N, P), kept as the prediction solve's starting guess
