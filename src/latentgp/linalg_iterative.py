@@ -305,17 +305,15 @@ class KernelOperator:
         W: torch.Tensor,
         inputs: Sequence[torch.Tensor],
         *,
-        diag: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        diag: Callable[[torch.Tensor], torch.Tensor],
     ) -> list[torch.Tensor | None]:
         """Gradients of ``sum(W * K)`` (``W`` ``(N, N)`` a constant, ``K = K(X, X)``
         without the noise) with respect to ``inputs``, one row block at a time
         (:meth:`blockwise_grad`): the Cholesky path's gradient with ``W = d log p / dK``
         (:mod:`latentgp.models.exact`).  ``diag``: the kernel's ``diag(X) -> (N,)``, which
-        then supplies ``K``'s diagonal in place of the blocks' diagonal entries (exact
+        supplies ``K``'s diagonal in place of the blocks' diagonal entries (exact
         where a block's distances of a point to itself are only rounding-sized, and
         whatever ``K(X)`` adds to its diagonal alone, e.g. a white-noise term)."""
-        if diag is None:
-            return self.blockwise_grad(lambda c, block: (W[c] * block).sum(), inputs)
         Wd = W.diagonal()
 
         def term(c: slice, block: torch.Tensor) -> torch.Tensor:
