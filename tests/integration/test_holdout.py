@@ -19,10 +19,11 @@ from latentgp.training.holdout import HOLDOUT_DEFAULTS, holdout_rows
 
 @pytest.mark.parametrize(
     "n,rows",
-    [(19, 0), (20, 10), (93, 10), (101, 11), (456, 46), (19_999, 2000), (10**6, 2000)],
+    [(19, 0), (20, 10), (30, 15), (39, 19), (40, 20), (93, 20), (199, 20), (201, 21),
+     (456, 46), (19_999, 2000), (10**6, 2000)],
 )
 def test_rows_held_out(n, rows):
-    # clamp(ceil(0.1 N), 10, 2000), and none when fewer would be left to train on
+    # clamp(ceil(0.1 N), 20, 2000) capped at half the rows, and none below 10
     assert holdout_rows(n, {}) == rows
     wide = {"fraction": 0.25, "min_rows": 1, "max_rows": 10**9}
     assert holdout_rows(n, wide) == math.ceil(n / 4)
@@ -61,9 +62,9 @@ def test_slgp_default_fit_holds_out_and_restores_the_best_parameters():
     _fit(model, X, y)
     assert torch.equal(torch.get_rng_state(), before)  # the split's generator is private
     rec = model.history_.holdout
-    assert rec["rows"] == 10 and rec["train_rows"] == 50
-    # the held-out rows, re-derived: the first 10 of a permutation seeded with the fit's seed
-    held = torch.randperm(60, generator=torch.Generator().manual_seed(3))[:10].numpy()
+    assert rec["rows"] == 20 and rec["train_rows"] == 40
+    # the held-out rows, re-derived: the first 20 of a permutation seeded with the fit's seed
+    held = torch.randperm(60, generator=torch.Generator().manual_seed(3))[:20].numpy()
     stop = EarlyStopping(X[held], y[held])
     assert stop.score(model) == pytest.approx(rec["best_score"], abs=1e-10)
     assert rec["best_score"] == max(v for _, v in rec["scores"])
@@ -73,8 +74,8 @@ def test_slgp_default_fit_holds_out_and_restores_the_best_parameters():
     if h.steps < 300:  # stopped by the rule: two misses after the best score
         assert h.reason == "converged" and "held-out" in h.stopped
         assert steps[-1] == h.steps and len([s for s in steps if s > rec["best_step"]]) == 2
-    assert any("10 of 60 rows held out" in e for e in h.events)
-    # trained on 50 rows: the inducing inputs were capped at them, not at 60
+    assert any("20 of 60 rows held out" in e for e in h.events)
+    # trained on 40 rows: the inducing inputs were capped at them, not at 60
     assert model.num_inducing == 8
 
 
@@ -145,17 +146,26 @@ def _hetero(n, seed):
 @pytest.mark.slow
 def test_slgp_default_on_small_data_is_close_to_the_exact_gp():
     # 90 training rows, as mcycle: before the rule, the default fit ran to its ceiling with
-    # the encoder networks memorising the data (mcycle test NLPD 75.6 against 4.6)
+    # the encoder networks memorising the data (mcycle test NLPD 75.6 against 4.6).  One
+    # fit is chaotic in floating-point order (the same seed gave 0.67 on one thread and
+    # 1.03 on two with 10 held-out rows), so the claim is about a few seeds' fits.
     X, y = _hetero(90, 0)
     Xt, yt = _hetero(400, 1)
     exact = _fit(lg.ExactGP(), X, y)
-    slgp = _fit(lg.SLGP(), X, y)
     e = -float(np.mean(exact.log_predictive_density(Xt, yt)))
-    s = -float(np.mean(slgp.log_predictive_density(Xt, yt)))
-    assert slgp.history_.holdout["rows"] == 9 + 1  # clamp(ceil(9.0), 10, 2000)
-    # measured: exact 0.241, default 0.331 (stopped at 750 steps, best 500); the same
-    # SLGP on every row for 1,000 / 3,000 steps: 0.782 / 3.394
-    assert s < e + 0.15, (s, e)
+    nlpd = []
+    for seed in range(3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            slgp = lg.SLGP().fit(X, y, seed=seed, progress=False)
+        assert slgp.history_.holdout["rows"] == 20  # clamp(ceil(9.0), 20, 2000)
+        nlpd.append(-float(np.mean(slgp.log_predictive_density(Xt, yt))))
+    # measured over fit seeds 0-19 (one thread): exact 0.241; the default's test NLPD
+    # median 0.354, mean 0.380, worst 0.69, 16 of 20 below e + 0.2 (with 10 held-out rows:
+    # median 0.393, worst 0.78); the same SLGP on every row for 1,000 / 3,000 steps:
+    # 0.782 / 3.394
+    assert float(np.median(nlpd)) < e + 0.2, (nlpd, e)
+    assert max(nlpd) < e + 0.5, (nlpd, e)
 
 
 def test_a_stop_by_another_callback_keeps_its_reason():
@@ -163,4 +173,4 @@ def test_a_stop_by_another_callback_keeps_its_reason():
     model = _capped(_tiny_slgp(), 200)
     _fit(model, X, y, callbacks=[lambda info: info["step"] >= 7])
     h = model.history_
-    assert h.steps == 7 and h.reason == "callback" and h.holdout["rows"] == 10
+    assert h.steps == 7 and h.reason == "callback" and h.holdout["rows"] == 20

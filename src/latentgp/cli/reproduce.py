@@ -279,6 +279,20 @@ EXPERIMENTS: dict[str, Experiment] = {
             quick_overwrites=False,
         ),
         Experiment(
+            "holdout_rule",
+            "holdout_rule.py",
+            "the held-out stopping rule: 10 against 20 held-out rows and four selection "
+            "rules for the default SLGP on the 90-row toy and mcycle, 20 seeds each "
+            "(--quick: two toy seeds, printed)",
+            ("docs/results/holdout_rule.md",),
+            runs=(("--data", "toy", "--min-rows", "10", QUICK),
+                  ("--data", "toy", "--min-rows", "20", QUICK),
+                  ("--data", "mcycle", "--min-rows", "10", QUICK),
+                  ("--data", "mcycle", "--min-rows", "20", QUICK),
+                  ("--render",)),
+            quick_overwrites=False,
+        ),
+        Experiment(
             "exact_trained",
             "exact_trained.py",
             "issue 26: an exact GP trained on all 41,157 rows of uci/protein split 0 (subset "
