@@ -19,7 +19,8 @@ training rows), the exact GP's test NLPD beside.  One thread.
     OMP_NUM_THREADS=1 python benchmarks/holdout_rule.py --data toy --min-rows 10 --seeds 0 20
     OMP_NUM_THREADS=1 python benchmarks/holdout_rule.py --render
 
-Appends records to ``docs/results/holdout_rule.jsonl``; ``--render`` writes
+Appends records to ``docs/results/holdout_rule.jsonl`` (or ``--out``: two processes
+write two files, joined afterwards); ``--render`` writes
 ``holdout_rule.md``; ``--quick`` runs two seeds of the toy and prints.
 """
 
@@ -184,6 +185,7 @@ def main() -> None:
     ap.add_argument("--data", choices=("toy", "mcycle"), default="toy")
     ap.add_argument("--min-rows", type=int, default=HOLDOUT_DEFAULTS["min_rows"])
     ap.add_argument("--seeds", type=int, nargs=2, default=(0, 20), metavar=("FIRST", "END"))
+    ap.add_argument("--out", default=RECORDS, help="JSON-lines file the records go to")
     ap.add_argument("--render", action="store_true", help="write holdout_rule.md only")
     ap.add_argument("--quick", action="store_true", help="two toy seeds, printed")
     args = ap.parse_args()
@@ -208,7 +210,7 @@ def main() -> None:
                          | picked), flush=True)
         if not args.quick:
             stamp(rec, command="python " + " ".join(sys.argv))
-            with open(RECORDS, "a") as fh:
+            with open(args.out, "a") as fh:
                 fh.write(json.dumps(rec) + "\n")
 
 
