@@ -87,6 +87,25 @@ def trained_lines(trained: list) -> list:
 
 #: the reading of the CPU rows of ``trained_lines`` (written by hand after the runs)
 TRAINED_READING = [
+    "Reading (session 29). The row `release_freed_memory=on` ran at 6296de3, which called "
+    "glibc's `malloc_trim(0)` after the pretrain and before each evaluation's "
+    "preconditioner; the calls were then removed, so the default row is again session 28's "
+    "at 8967578 (the same code without them). **Time: 1,132 s wall (18.9 minutes), 2,249 "
+    "CPU s**, against 2,131 s and 3,130 CPU s in session 28 and 1,548 s in session 27: the "
+    "same 79 pretrain steps (39 s against 90) and 3 full-data steps to the same test RMSE "
+    "**0.5205** and NLPD **0.8359**, CG iterations 1.5-2.2 s wall against 3.5-4.0 s "
+    "(session 28) and 2.4 s (session 27). A `malloc_trim` call per stage does not change "
+    "the arithmetic, so this is the host's speed again: three runs of the full-data code "
+    "took 18.9, 25.8 and 35.5 minutes, two of them under the issue's 30. **Memory: 688 MB "
+    "peak (466 MB above the baseline) against 590 (369) without the calls.** A labelled "
+    "trace of the same fit (RSS every 10 ms; run beside another process) put the peak in "
+    "the last evaluation's CG solve, which rose from 311 to 572 MB above the start while "
+    "it ran, where a bare CG solve on the same rows (17 columns, float32 products, rank-256 "
+    "preconditioner, two threads) stays at 37 MB above its start over 40 iterations "
+    "(`docs/design.md`, 'Handing freed memory back: tried, not kept'). The 0.5 GB per "
+    "10^5 points (206 MB at this N) is not met on the CPU, and what grows inside the fit's "
+    "CG stage is not found.",
+    "",
     "Reading (session 28). The default row now is session 28's run at 8967578, after the "
     "Cholesky path's gradient became block-wise (the pretrain's evaluations hold 2-3 "
     "N x N matrices instead of 6, `exact_cholesky_memory.md`); session 27's row is kept "

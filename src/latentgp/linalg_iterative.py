@@ -35,7 +35,6 @@ from .linalg_cg import (
 )
 from .linalg_love import LoveCache, lanczos
 from .linalg_precondition import PivotedCholeskyPreconditioner, pivoted_cholesky
-from .memory import release_freed_memory
 from .options import OptionGroup
 
 __all__ = [  # CG and its record live in linalg_cg, LoveCache and lanczos in linalg_love,
@@ -392,13 +391,7 @@ def preconditioner_for(
     operator: KernelOperator, diag: torch.Tensor | None, rank: int | None
 ) -> PivotedCholeskyPreconditioner:
     """The rank-``rank`` pivoted-Cholesky preconditioner of ``operator`` (None:
-    :func:`default_rank` of its size).
-
-    It first hands the heap's free pages back to the system
-    (:func:`~latentgp.memory.release_freed_memory`): each evaluation builds its
-    preconditioner first, and without that the previous stage's freed workspaces stay
-    resident under this one's."""
-    release_freed_memory()
+    :func:`default_rank` of its size)."""
     X = operator.X
     rank = default_rank(operator.size) if rank is None else rank
     if rank > 0:

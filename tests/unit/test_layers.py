@@ -4,7 +4,7 @@ Read from the source with ``ast`` (every ``import`` statement, at module level o
 a function), so a lazy import cannot hide an upward dependency.  The layers are those of
 ``docs/design.md``:
 
-    constants, version, columns, config, validation, kde, rng, memory (import nothing above)
+    constants, version, columns, config, validation, kde, rng (import nothing above)
     linalg, parameters, mixtures                numerics
     kernels, inducing                           priors
     likelihoods                                 observation models, integrators
@@ -37,7 +37,6 @@ RANKS = {
     "kde": 0,
     "rng": 0,
     "options": 0,
-    "memory": 0,
     "linalg": 1,
     "linalg_iterative": 1,
     "linalg_cg": 1,

@@ -31,7 +31,6 @@ from ..linalg_iterative import (
     iterative_log_marginal,
     iterative_solver,
 )
-from ..memory import release_freed_memory
 from ..validation import keyword_only_after_first
 from .base import GPModel, register_model, require_gaussian_likelihood
 from .pathwise import PathwiseSampling, exact_paths
@@ -397,8 +396,6 @@ class ExactGP(PathwiseSampling, ExactGaussianGP):
             {k: v for k, v in sub.state_dict().items() if k not in data}, strict=False
         )
         h = sub.history_
-        del sub  # its factor and workspaces: hand the pages back before the CG stage
-        release_freed_memory()
         return [{
             "stage": "pretrain", "rows": rows, "solver": "cholesky", "steps": h.steps,
             "reason": h.reason, "seconds": time.perf_counter() - t0,
