@@ -103,8 +103,12 @@ TRAINED_READING = [
     "it ran, where a bare CG solve on the same rows (17 columns, float32 products, rank-256 "
     "preconditioner, two threads) stays at 37 MB above its start over 40 iterations "
     "(`docs/design.md`, 'Handing freed memory back: tried, not kept'). The 0.5 GB per "
-    "10^5 points (206 MB at this N) is not met on the CPU, and what grows inside the fit's "
-    "CG stage is not found.",
+    "10^5 points (206 MB at this N) is not met on the CPU. What grows is glibc's heap: "
+    "after a large freed block raises its dynamic mmap threshold, the CG iteration's "
+    "workspaces come from the heap and fragment it. On 20,000 rows (one thread, RSS per CG "
+    "iteration) the second evaluation's CG grew from 253 to 326 MB above the start, and "
+    "stayed at 229 MB with `MALLOC_MMAP_THRESHOLD_=1048576` in the environment (the "
+    "full protein fit with it is not measured).",
     "",
     "Reading (session 28). The default row now is session 28's run at 8967578, after the "
     "Cholesky path's gradient became block-wise (the pretrain's evaluations hold 2-3 "
