@@ -154,16 +154,22 @@ def test_slgp_default_on_small_data_is_close_to_the_exact_gp():
     exact = _fit(lg.ExactGP(), X, y)
     e = -float(np.mean(exact.log_predictive_density(Xt, yt)))
     nlpd = []
-    for seed in range(3):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            slgp = lg.SLGP().fit(X, y, seed=seed, progress=False)
-        assert slgp.history_.holdout["rows"] == 20  # clamp(ceil(9.0), 20, 2000)
-        nlpd.append(-float(np.mean(slgp.log_predictive_density(Xt, yt))))
-    # measured over fit seeds 0-19 (one thread): exact 0.241; the default's test NLPD
-    # median 0.354, mean 0.380, worst 0.69, 16 of 20 below e + 0.2 (with 10 held-out rows:
-    # median 0.393, worst 0.78); the same SLGP on every row for 1,000 / 3,000 steps:
-    # 0.782 / 3.394
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the measurement below is on one thread (see above)
+    try:
+        for seed in range(3):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                slgp = lg.SLGP().fit(X, y, seed=seed, progress=False)
+            assert slgp.history_.holdout["rows"] == 20  # clamp(ceil(9.0), 20, 2000)
+            nlpd.append(-float(np.mean(slgp.log_predictive_density(Xt, yt))))
+    finally:
+        torch.set_num_threads(threads)
+    # measured over fit seeds 0-19 (one thread; docs/results/holdout_rule.md): exact 0.241;
+    # the default's test NLPD median 0.354, mean 0.380, worst 0.69, 16 of 20 below e + 0.2
+    # (with 10 held-out rows: median 0.393, worst 0.78); seeds 0-2: 0.408, 0.456, 0.334
+    # (on two threads 0.503, 0.419, 0.460: another draw from the same spread); the same
+    # SLGP on every row for 1,000 / 3,000 steps: 0.782 / 3.394
     assert float(np.median(nlpd)) < e + 0.2, (nlpd, e)
     assert max(nlpd) < e + 0.5, (nlpd, e)
 
