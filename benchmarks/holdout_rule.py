@@ -2,7 +2,7 @@
 
 ``latentgp.training.holdout`` stops a fit without a budget (SLGP's default) on held-out
 rows.  This runs the default SLGP on small data, holding out ``min_rows`` rows as the rule
-does (``holdout_rows`` and the fit seed's permutation; the rule's ``EarlyStopping``
+does (``Holdout.indices``: the rows and the fit seed's permutation; the rule's ``EarlyStopping``
 settings, passed as a callback so every score can be recorded), and records at each score
 the held-out rows' log predictive densities and the test NLPD at that step.  The
 selection rules are then applied to the same runs:
@@ -40,7 +40,7 @@ from machine import stamp
 
 import latentgp as lg
 from latentgp.training import EarlyStopping
-from latentgp.training.holdout import HOLDOUT_DEFAULTS, holdout_rows
+from latentgp.training.holdout import HOLDOUT_DEFAULTS, Holdout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(os.path.dirname(HERE), "docs", "results")
@@ -90,10 +90,9 @@ class Recorder(EarlyStopping):
 
 def run(name: str, min_rows: int, seed: int, data: tuple[np.ndarray, ...]) -> dict:
     X, y, Xt, yt = data
-    settings = {**HOLDOUT_DEFAULTS, "min_rows": min_rows}
-    rows = holdout_rows(X.shape[0], settings)
-    perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(seed)).numpy()
-    held, kept = perm[:rows], perm[rows:]
+    rule = Holdout({"min_rows": min_rows}, X.shape[0], seed)
+    settings, rows = rule.settings, rule.rows
+    held, kept = (i.numpy() for i in rule.indices())
     stop = Recorder(X[held], y[held], Xt, yt, every=settings["every"],
                     patience=settings["patience"],
                     relative_patience=settings["relative_patience"])

@@ -36,8 +36,9 @@ a held-out mean over few rows is the luckiest of them as much as the best, and t
 restored step is late. Over 20 fit seeds of the default SLGP on 90 rows of a
 heteroscedastic toy and on ``MASS/mcycle``'s 93 training rows, 20 held-out rows against 10
 gave a test NLPD of 0.380 against 0.421 (toy, mean; exact GP 0.241) and 4.734 against
-4.754 (mcycle; exact GP 4.624), the worst seed 0.69 against 0.78 (``docs/design.md``,
-"Held-out stopping").
+4.754 (mcycle; exact GP 4.624), the worst seed 0.69 against 0.78
+(``docs/results/holdout_rule.md``; ``docs/design.md``, "Held-out stopping: 20 rows at
+least").
 """
 
 from __future__ import annotations
@@ -93,12 +94,17 @@ class Holdout:
         self.seed = 0 if seed is None else int(seed)
         self.stop: EarlyStopping | None = None
 
-    def split(self, data: FitData) -> FitData:
-        """The training part of ``data`` (the held-out rows go to the callback)."""
+    def indices(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row indices ``(held, kept)`` on the CPU: the first :attr:`rows` of a permutation
+        drawn by a private generator seeded with the fit's seed, and the rest."""
         g = torch.Generator(device="cpu")
         g.manual_seed(self.seed)
-        perm = torch.randperm(self.num_rows, generator=g).to(data.X.device)
-        held, kept = perm[: self.rows], perm[self.rows:]
+        perm = torch.randperm(self.num_rows, generator=g)
+        return perm[: self.rows], perm[self.rows:]
+
+    def split(self, data: FitData) -> FitData:
+        """The training part of ``data`` (the held-out rows go to the callback)."""
+        held, kept = (i.to(data.X.device) for i in self.indices())
         self.stop = EarlyStopping(
             data.X[held], data.y[held],
             every=self.settings["every"], patience=self.settings["patience"],
