@@ -176,13 +176,15 @@ def run_gpytorch(X, y, Xs, ys, args) -> dict:
 
 
 def run_synthetic(n: int, n_test: int = 2_000, device: str = "cpu",
-                  chunk_entries: int | None = None) -> dict:
+                  chunk_entries: int | None = None, product_dtype: str | None = None) -> dict:
     gen = np.random.default_rng(0)
     Xa = gen.uniform(-2.0, 2.0, (n + n_test, 4))
     fa = np.sin(2 * Xa[:, 0]) + np.cos(Xa[:, 1] * Xa[:, 2]) + 0.5 * Xa[:, 3]
     ya = fa + 0.3 * gen.standard_normal(n + n_test)
     X, y, Xs, fs = Xa[:n], ya[:n], Xa[n:], fa[n:]
     it = {} if chunk_entries is None else {"chunk_rows": max(1, chunk_entries // n)}
+    if product_dtype is not None:
+        it["product_dtype"] = product_dtype
     model = lg.ExactGP(solver="cg", normalize_y=False, device=device,
                        iterative=it).initialize(X[:10], y[:10])
     with torch.no_grad():
@@ -202,7 +204,9 @@ def run_synthetic(n: int, n_test: int = 2_000, device: str = "cpu",
     name = "ExactGP(solver='cg') one evaluation"
     if chunk_entries is not None:
         name += f", blocks of 2^{int(math.log2(chunk_entries))} entries"
-    return {"model": name, "n": n, "lml": float(obj.detach()), "chunk_rows": it.get("chunk_rows"),
+    options = {"iterative": str({"product_dtype": product_dtype})} if product_dtype else {}
+    return {"model": name, "n": n, "options": options,
+            "lml": float(obj.detach()), "chunk_rows": it.get("chunk_rows"),
             "device_peak_eval_mb": device_peak_mb(device),
             "eval_seconds": seconds, "eval_cpu_seconds": cpu, "eval_cg": info,
             "predict_mean_seconds": time.perf_counter() - t1,
@@ -250,6 +254,9 @@ def main() -> None:
     ap.add_argument("--chunk-entries", type=int, default=None,
                     help="synthetic part: entries of one kernel block (rows = entries / N; "
                     "default: the library's, linalg_iterative.block_rows)")
+    ap.add_argument("--product-dtype", choices=("float32", "float64"), default=None,
+                    help="exact / synthetic parts: the training products' dtype "
+                    "(default: the library's)")
     ap.add_argument("--gpytorch-steps", type=int, default=50)
     ap.add_argument("--gpytorch-lr", type=float, default=0.1)
     ap.add_argument("--gpytorch-dtype", default="float32")
@@ -273,13 +280,16 @@ def main() -> None:
     base = baseline_rss_mb()
     if args.part == "synthetic":
         row = run_synthetic(2_000 if args.quick else args.synthetic_n, device=args.device,
-                            chunk_entries=args.chunk_entries)
+                            chunk_entries=args.chunk_entries,
+                            product_dtype=args.product_dtype)
     else:
         X, y, Xs, ys = protein(2_000 if args.quick else None)
         if args.part == "exact":
             it = {"pretrain_rows": 500} if args.quick else {}
             if args.finetune_steps is not None:
                 it["finetune_steps"] = args.finetune_steps
+            if args.product_dtype is not None:
+                it["product_dtype"] = args.product_dtype
             kw = {"iterative": it} if it else {}
             row = run_exact(X, y, Xs, ys, kw, device=args.device)
         elif args.part == "gpytorch":
