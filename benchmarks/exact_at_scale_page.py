@@ -75,9 +75,8 @@ def trained_lines(trained: list) -> list:
             continue
         stages = _stages(r, ".0f", f"{r.get('optimizer', '')} {r['steps']} steps "
                          f"({r['reason']})")
-        options = "".join(f" {k}={v}" for k, v in (r.get("options") or {}).items())
         lines.append(
-            f"| {r['model']}{options} | {r['n']:,} | {r['threads']} | {r['fit_seconds']:.0f} | "
+            f"| {r['model']}{_options(r)} | {r['n']:,} | {r['threads']} | {r['fit_seconds']:.0f} | "
             f"{r['fit_cpu_seconds']:.0f} | {stages} | {r['test_rmse']:.4f} | "
             f"{r['test_nlpd']:.4f} | {r['predict_seconds']:.0f} | {r['peak_rss_mb']:.0f} | "
             f"{r['baseline_rss_mb']:.0f} | {r['load_before'][0]:.1f}, "
@@ -224,6 +223,17 @@ TRAINED_READING = [
 ]
 
 
+def _options(r: dict) -> str:
+    """A row's options other than the defaults, as `` key=value`` pairs."""
+    return "".join(f" {k}={v}" for k, v in (r.get("options") or {}).items())
+
+
+def _product_dtype(r: dict) -> str:
+    """The training products' dtype of a synthetic row: its option, else the default."""
+    option = (r.get("options") or {}).get("iterative", "")
+    return "float64" if "float64" in option else "float32 (default)"
+
+
 def device_lines(trained: list) -> list:
     """The section for ``exact_trained.py``'s rows run on a GPU (``--device cuda``)."""
     rows = [rec for rec in trained if rec["results"].get("device", "cpu") != "cpu"]
@@ -253,7 +263,7 @@ def device_lines(trained: list) -> list:
             continue
         stages = _stages(r, ".1f", f"{r['steps']} Adam steps")
         lines.append(
-            f"| {r['model']} | {r['n']:,} | {r['fit_seconds']:.1f} | {stages} | "
+            f"| {r['model']}{_options(r)} | {r['n']:,} | {r['fit_seconds']:.1f} | {stages} | "
             f"{_fmt(r.get('median_step_seconds'), '.3f')} | {r['test_rmse']:.4f} | "
             f"{r['test_nlpd']:.4f} | {r['predict_seconds']:.1f} | "
             f"{r['device_peak_mb']:,.0f} | {_made(rec)} |")
@@ -268,10 +278,11 @@ def device_lines(trained: list) -> list:
             "test points (the mean's CG solve to 1e-4 and the LOVE cache); RMSE against "
             "the noise-free function.",
             "",
-            "| N | kernel block (entries) | eval wall s | CG iterations | CG s | "
+            "| N | kernel block (entries) | training products | eval wall s | "
+            "CG iterations | CG s | "
             "predict wall s | test RMSE (f) | device peak MB | MB per 10^5 points | "
             "commit, date |",
-            "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         for rec in synthetic:
             r, cg = rec["results"], rec["results"]["eval_cg"]
@@ -279,7 +290,8 @@ def device_lines(trained: list) -> list:
             block = ("2^25 (default)" if rows_ is None
                      else f"2^{round(math.log2(rows_ * r['n']))} ({rows_} rows)")
             lines.append(
-                f"| {r['n']:,} | {block} | {r['eval_seconds']:.1f} | {cg['iterations']} | "
+                f"| {r['n']:,} | {block} | {_product_dtype(r)} | {r['eval_seconds']:.1f} | "
+                f"{cg['iterations']} | "
                 f"{cg['seconds']:.1f} | {r['predict_mean_seconds']:.1f} | "
                 f"{r['test_rmse_f']:.4f} | {r['device_peak_mb']:,.0f} | "
                 f"{r['device_peak_mb'] * 1e5 / r['n']:,.0f} | {_made(rec)} |")
@@ -353,6 +365,29 @@ DEVICE_NOTES = [
     "`test_one_fit.py`) passed on the same machine. These rows ran with float64 products "
     "throughout; the float32 training products that became the default later that "
     "session (38e6080) have not been measured on a GPU.",
+    "",
+    "Session 30 (one H200, torch 2.11 of the image; all rows at 2940586 in one call, so "
+    "their times compare; the session-27 rows ran float64 products, labelled so above, "
+    "and its protein and 10^5 float64 rows are replaced by this call's): **the float32 "
+    "training products on a GPU.** The default protein fit takes 16.0 s against 20.7 s "
+    "with float64 products (the full-data steps 10.6 s against 13.9 s), to the same test "
+    "RMSE 0.5199 and NLPD 0.8375 (0.8373), device peak 454 MB both. At 10^5 synthetic "
+    "points one evaluation takes 14.0 s against 15.1 s: a CG iteration 0.121 s against "
+    "0.157 s (72 against 69 iterations), while the gradient pass and the preconditioner, "
+    "float64 either way, are the rest; its log marginal likelihood is the float64 "
+    "products' to 0.039 nats (1.6e-6 relative) and the device peak is 555 MB against "
+    "584 MB, still above the 0.5 GB per 10^5 points at this N (`chunk_rows=167` meets "
+    "it, row above). At 2 x 10^5 points: 55.1 s per evaluation (44.6 s of CG, 97 "
+    "iterations) against session 27's 69.4 s with float64 products on another machine, "
+    "787 MB device peak (394 MB per 10^5, within the target; was 877). On the GPU the "
+    "gain per CG iteration is a fifth, where on the 2 cores a product's passes over the "
+    "protein rows took 1.5 s in float32 against 4.5 s in float64 (session 27); where the "
+    "GPU's iteration spends the rest was not measured. The 39 CUDA tests passed "
+    "on the same machine, among them the iterative path with float32 products against "
+    "float64 ones and the CPU (`test_iterative_exact_gp_on_the_device_with_float32_"
+    "products`) and the Cholesky path's block-wise gradient at 6,000 rows (two 2^25-entry "
+    "blocks) against autograd through `K(X)` (`test_cholesky_path_gradient_by_blocks_on_"
+    "the_device`).",
 ]
 
 
