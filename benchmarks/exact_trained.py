@@ -76,6 +76,20 @@ def baseline_rss_mb() -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def fit_baseline_rss_mb() -> float:
+    """Peak RSS of a process that imports torch and latentgp and fits a default
+    ``ExactGP`` on 200 rows: what any fit costs before its data.  torch's optimisers
+    import ``torch._dynamo`` (and sympy) on their first parameter group, about 80 MB
+    resident on this machine's torch, and the first BLAS / LAPACK calls map their code."""
+    code = ("import resource, numpy as np, torch, latentgp as lg; "
+            "g = np.random.default_rng(0); X = g.normal(size=(200, 4)); "
+            "lg.ExactGP().fit(X, np.sin(X.sum(1)), progress=False); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ})
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def protein(max_rows: int | None = None):
     ds, _, _ = lg.data.standardize(datasets.load("uci/protein", 0))
     X, y, Xs, ys = ds.X_train, ds.y_train, ds.X_test, ds.y_test
@@ -277,7 +291,7 @@ def main() -> None:
         store_from(args.store_from)
         return
     load_before = os.getloadavg()
-    base = baseline_rss_mb()
+    base, fit_base = baseline_rss_mb(), fit_baseline_rss_mb()
     if args.part == "synthetic":
         row = run_synthetic(2_000 if args.quick else args.synthetic_n, device=args.device,
                             chunk_entries=args.chunk_entries,
@@ -298,8 +312,8 @@ def main() -> None:
             row = run_sparse(X, y, Xs, ys, args.part, 64 if args.quick else args.num_inducing,
                              device=args.device, max_steps=args.max_steps)
         row["dataset"] = "uci/protein split 0 (standardised)"
-    row.update(baseline_rss_mb=base, peak_rss_mb=peak_rss_mb(), load_before=load_before,
-               load_after=os.getloadavg(), threads=torch.get_num_threads(),
+    row.update(baseline_rss_mb=base, fit_baseline_rss_mb=fit_base, peak_rss_mb=peak_rss_mb(),
+               load_before=load_before, load_after=os.getloadavg(), threads=torch.get_num_threads(),
                device=args.device)
     row.setdefault("device_peak_mb", device_peak_mb(args.device))  # GPyTorch's: its own
     if args.device.startswith("cuda"):

@@ -251,6 +251,7 @@ class KernelOperator:
         #: dtype of the kernel blocks and of their products with ``V`` in :meth:`matmul`
         #: (None: ``X``'s); ``V``, the result and the noise term keep ``V``'s dtype
         self.product_dtype = product_dtype
+        self._cast_buffer: torch.Tensor | None = None  # matmul's V in product_dtype
 
     @property
     def size(self) -> int:
@@ -261,17 +262,22 @@ class KernelOperator:
         for start in range(0, N, rows):
             yield slice(start, min(N, start + rows))
 
-    def matmul(self, V: torch.Tensor) -> torch.Tensor:
-        """``(K + s^2 I) V`` for ``V`` ``(N, C)`` (no autograd graph is kept)."""
+    def matmul(self, V: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``(K + s^2 I) V`` for ``V`` ``(N, C)`` (no autograd graph is kept); ``out``
+        (``V``'s shape, not ``V`` itself): written there.  With ``out`` the product
+        allocates no ``(N, C)`` matrix (the cast of ``V`` to :attr:`product_dtype` goes
+        into a buffer that the operator keeps), so a CG solve that passes its own
+        buffers allocates none per iteration."""
         with torch.no_grad():
-            out = torch.empty_like(V)
+            out = torch.empty_like(V) if out is None else out
             dtype = self.product_dtype or self.X.dtype
-            Vp = V.to(dtype)  # V itself when the dtypes agree
+            Vp = V if V.dtype == dtype else self._cast(V, dtype)
+            noise = torch.as_tensor(self.noise, dtype=V.dtype, device=V.device)
             against = getattr(self.cross, "against", None)
             if against is None:
                 for c in self._chunks():
                     out[c] = _times(self.cross(self.X[c], self.X).to(dtype), Vp)
-                return out.add_(self.noise * V)
+                return out.addcmul_(V, noise)
             # prepared once per product (so it holds the current parameters), and one
             # buffer for every block: a fresh 8 MiB block per step made glibc map and
             # fault in its pages again and again (N = 41,157, one thread: 0 to 12.6 s of
@@ -280,7 +286,17 @@ class KernelOperator:
             buf = Vp.new_empty(min(self.chunk_rows, self.size), self.size)
             for c in self._chunks():
                 out[c] = _times(block(self.X[c], out=buf[: c.stop - c.start]), Vp)
-            return out.add_(self.noise * V)
+            return out.addcmul_(V, noise)
+
+    def _cast(self, V: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """``V`` in ``dtype``, written into a buffer kept for the next product of the
+        same shape (``(N, C)`` in the product dtype; a CG solve's products all have one
+        shape)."""
+        buf = self._cast_buffer
+        if buf is None or buf.shape != V.shape or buf.dtype != dtype or buf.device != V.device:
+            self._cast_buffer = None  # release the old one first
+            buf = self._cast_buffer = torch.empty(V.shape, dtype=dtype, device=V.device)
+        return buf.copy_(V)
 
     def rows(self, index: torch.Tensor) -> torch.Tensor:
         """Rows ``K(X[index], X)`` ``(len(index), N)`` without the noise."""
@@ -382,7 +398,8 @@ def slq_logdet(
     W = rademacher(operator.size, num_probes, generator, like=like)
     Z = pre.probes(W)
     res = conjugate_gradients(
-        operator.matmul, Z, precondition=pre.solve, tol=tol, max_iter=max_iter
+        operator.matmul, Z, precondition=pre.solve, tol=tol, max_iter=max_iter,
+        buffers=True,
     )
     return slq_from_cg(res, range(num_probes), Z, pre), res
 
@@ -424,7 +441,7 @@ class _IterativeLogMarginal(torch.autograd.Function):
         Z = pre.probes(rademacher(N, opts.num_probes, gen, like=R))
         res = conjugate_gradients(
             op.matmul, torch.cat([R.detach(), Z], 1), precondition=pre.solve,
-            tol=opts.tol, max_iter=opts.max_iter,
+            tol=opts.tol, max_iter=opts.max_iter, buffers=True,
         )
         alpha = res.solution[:, :P]
         logdet = slq_from_cg(res, range(P, P + opts.num_probes), Z, pre)
@@ -529,7 +546,7 @@ class IterativeSolver:
             x0 = x0.detach().movedim(-2, 0).reshape(N, -1)
         res = conjugate_gradients(
             self.operator.matmul, flat, precondition=self.preconditioner.solve,
-            tol=self.tol, max_iter=self.options.max_iter, x0=x0,
+            tol=self.tol, max_iter=self.options.max_iter, x0=x0, buffers=True,
         )
         self.last = res
         return res.solution.reshape(N, *lead, C).movedim(0, -2)

@@ -64,12 +64,14 @@ class PivotedCholeskyPreconditioner:
     def rank(self) -> int:
         return int(self.L.shape[1])
 
-    def solve(self, V: torch.Tensor) -> torch.Tensor:
-        """``P^{-1} V`` for ``V`` ``(N, C)``."""
+    def solve(self, V: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``P^{-1} V`` for ``V`` ``(N, C)``; ``out`` (``V``'s shape, not ``V`` itself):
+        written there, with no ``(N, C)`` matrix allocated."""
         if self.rank == 0:
-            return V / self.noise
+            return torch.div(V, self.noise, out=out) if out is not None else V / self.noise
         # (L C^{-1} L^T V - V) negated and divided in place: one (N, C) matrix, no temporaries
-        W = self.L @ cho_solve(self.chol_C, self.L.mT @ V)
+        small = cho_solve(self.chol_C, self.L.mT @ V)  # (k, C)
+        W = torch.matmul(self.L, small, out=out) if out is not None else self.L @ small
         return W.sub_(V).neg_().div_(self.noise)
 
     def logdet(self) -> torch.Tensor:

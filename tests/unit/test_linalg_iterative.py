@@ -472,3 +472,79 @@ def test_prediction_workspace_gives_the_same_numbers_in_reused_buffers():
         wide = torch.cat([Xs, Xs], 0)
         torch.testing.assert_close(solver.cross_columns(wide), k(X, wide), rtol=1e-12,
                                    atol=1e-14)
+
+
+class _CountAllocations:
+    """A dispatch mode that counts op outputs of ``shape`` held in new memory (not an
+    input's, as ``out=`` writes, in-place ops and views are)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counter = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                inputs = {t.untyped_storage().data_ptr()
+                          for t in torch.utils._pytree.tree_leaves((args, kwargs))
+                          if isinstance(t, torch.Tensor)}
+                for t in torch.utils._pytree.tree_leaves(out):
+                    if (isinstance(t, torch.Tensor) and tuple(t.shape) == counter.shape
+                            and t.untyped_storage().data_ptr() not in inputs):
+                        counter.count += 1
+                return out
+
+        self.shape, self.count, self.mode = shape, 0, Mode()
+
+
+def _allocations(run, shape) -> int:
+    counter = _CountAllocations(shape)
+    with counter.mode:
+        run()
+    return counter.count
+
+
+@pytest.mark.parametrize("product_dtype", [None, torch.float32])
+def test_cg_in_buffers_allocates_no_matrix_per_iteration_and_gives_the_same_solve(
+        product_dtype):
+    """With ``buffers`` the solve is the allocating solve (the same arithmetic in
+    reused memory, to rounding), and the number of ``(N, C)`` matrices it allocates does
+    not grow with the iterations (without buffers: four per iteration)."""
+    X, y, k, s2 = _problem(N=240, noise=0.02)
+    op = KernelOperator(k, X, s2, product_dtype=product_dtype)
+    pre = preconditioner_for(op, k.diag(X).detach(), 10)
+    # four columns: not the inputs' shape (D = 3), whose kernel preparation is not counted
+    B = torch.stack([y, torch.cos(X[:, 1]), torch.sin(3 * X[:, 0]), X[:, 2]], 1)
+
+    def solve(buffers, max_iter):
+        return conjugate_gradients(op.matmul, B, precondition=pre.solve, tol=1e-12,
+                                   max_iter=max_iter, buffers=buffers)
+
+    plain, reused = solve(False, 400), solve(True, 400)
+    assert reused.iterations == plain.iterations > 20
+    torch.testing.assert_close(reused.solution, plain.solution, rtol=1e-10, atol=1e-12)
+    for name in ("alphas", "betas", "residuals"):
+        torch.testing.assert_close(getattr(reused, name), getattr(plain, name),
+                                   rtol=1e-9, atol=1e-14)
+    assert torch.equal(reused.steps, plain.steps)
+    counts = {(b, n): _allocations(lambda b=b, n=n: solve(b, n), tuple(B.shape))
+              for b in (False, True) for n in (5, 20)}
+    # X, R, P, the three work matrices (and the cast of the product dtype's buffer once)
+    assert counts[True, 20] == counts[True, 5] <= 7, counts
+    assert counts[False, 20] - counts[False, 5] == 15 * 4, counts
+
+
+def test_cg_records_grow_past_their_first_rows():
+    """The per-iteration records start at 64 rows and double: a solve of more
+    iterations keeps every row (against the same solve's monitor)."""
+    X, y, k, s2 = _problem(N=300, noise=1e-4, lengthscale=0.3)
+    A = _dense(k, X, s2)
+    B = torch.stack([y, torch.cos(X[:, 1])], 1)
+    seen = []
+    res = conjugate_gradients(lambda V, out=None: torch.matmul(A, V, out=out), B,
+                              tol=1e-10, max_iter=150, buffers=True,
+                              monitor=lambda p: seen.append(p.residual))
+    assert res.iterations > 64 and res.alphas.shape == (res.iterations, 2)
+    assert torch.equal(torch.stack(seen), res.residuals)
+    assert bool((res.alphas[: int(res.steps.min())] > 0).all())
