@@ -61,13 +61,17 @@ def trained_lines(trained: list) -> list:
         "`OMP_NUM_THREADS=1 python exact_trained.py --part svgp` and "
         "`OMP_NUM_THREADS=1 python exact_trained.py --part vfe --max-steps 250` (each part "
         "its own process). Peak RSS: the process's high-water mark; baseline: a process that only "
-        "imports torch and latentgp. Load: the 1-minute load average of the 2 cores "
+        "imports torch and latentgp; fit baseline (rows since session 30): a process that "
+        "fits a default `ExactGP` on 200 rows, what any fit costs before its data (torch's "
+        "optimisers import `torch._dynamo`, about 80 MB; design.md). "
+        "Load: the 1-minute load average of the 2 cores "
         "before and after the run.",
         "",
         "| model | N | threads | fit wall s | fit CPU s | stages | test RMSE | test NLPD "
-        "| predict wall s | peak RSS MB | baseline MB | load before, after | commit, date |",
-        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- "
-        "| --- |",
+        "| predict wall s | peak RSS MB | baseline MB | fit baseline MB | load before, after "
+        "| commit, date |",
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- | --- |",
     ]
     for rec in trained:
         r = rec["results"]
@@ -79,7 +83,8 @@ def trained_lines(trained: list) -> list:
             f"| {r['model']}{_options(r)} | {r['n']:,} | {r['threads']} | {r['fit_seconds']:.0f} | "
             f"{r['fit_cpu_seconds']:.0f} | {stages} | {r['test_rmse']:.4f} | "
             f"{r['test_nlpd']:.4f} | {r['predict_seconds']:.0f} | {r['peak_rss_mb']:.0f} | "
-            f"{r['baseline_rss_mb']:.0f} | {r['load_before'][0]:.1f}, "
+            f"{r['baseline_rss_mb']:.0f} | {_fmt(r.get('fit_baseline_rss_mb'), '.0f')} | "
+            f"{r['load_before'][0]:.1f}, "
             f"{r['load_after'][0]:.1f} | {_made(rec)} |")
     return lines + ["", *TRAINED_READING] + device_lines(trained)
 
