@@ -91,6 +91,30 @@ def trained_lines(trained: list) -> list:
 
 #: the reading of the CPU rows of ``trained_lines`` (written by hand after the runs)
 TRAINED_READING = [
+    "Reading (session 30). The default row is now session 30's run at 107cbe5, whose CG "
+    "solves work in buffers allocated once per solve (`conjugate_gradients(..., "
+    "buffers=True)`: no `(N, C)` matrix per iteration, where there were four); session "
+    "28's row, the same code before that change, is kept as `cg_buffers=off`. **Memory: "
+    "peak 580 MB, 358 MB above the import baseline, against 590 (369)**: the buffers "
+    "stopped the heap's growth inside the CG stage (on 20,000 rows, one thread, each "
+    "evaluation's CG is flat within 6-9 MB, where the second used to grow from 253 to "
+    "326 MB above the start), but not much of the whole fit's peak at this N. The new fit "
+    "baseline column shows why the import baseline overstates what the data costs: a "
+    "process that fits a default `ExactGP` on 200 rows peaks at 322 MB, 100 MB above the "
+    "import baseline, of which about 80 MB is `torch._dynamo` and sympy, which torch's "
+    "optimisers import on their first parameter group (design.md, 'What a fit costs "
+    "before its data'). **Above that fit baseline the 41,157-row fit takes 257 MB, "
+    "against the 206 MB that 0.5 GB per 10^5 points allows**: still over, by 51 MB. "
+    "**Time: 2,024 s wall (33.7 minutes), 3,010 CPU s**, over the 30 minutes: the same 79 "
+    "pretrain steps (72 s) and 3 full-data steps (4 evaluations, the last with 129 CG "
+    "iterations), test RMSE **0.5205**, NLPD **0.8356**, but CG iterations of 3.3-4.6 s "
+    "wall against 1.5-2.2 s in session 29's run of the same arithmetic. A bare CG solve "
+    "on all rows right after (two threads, 8 iterations, buffers off and on alternating) "
+    "took 2.30, 3.00, 3.06 and 2.93 s per iteration, buffers on the second and fourth: "
+    "the host's speed moved by a third within minutes, and the buffers did not slow the "
+    "solve. Four runs of the full-data code have now taken 18.9, 25.8, 33.7 and 35.5 "
+    "minutes; two are under the issue's 30.",
+    "",
     "Reading (session 29). The row `release_freed_memory=on` ran at 6296de3, which called "
     "glibc's `malloc_trim(0)` after the pretrain and before each evaluation's "
     "preconditioner; the calls were then removed, so the default row is again session 28's "
