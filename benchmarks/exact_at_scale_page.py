@@ -86,7 +86,48 @@ def trained_lines(trained: list) -> list:
             f"{r['baseline_rss_mb']:.0f} | {_fmt(r.get('fit_baseline_rss_mb'), '.0f')} | "
             f"{r['load_before'][0]:.1f}, "
             f"{r['load_after'][0]:.1f} | {_made(rec)} |")
-    return lines + ["", *TRAINED_READING] + device_lines(trained)
+    return lines + ["", *TRAINED_READING] + agreement_lines(trained) + device_lines(trained)
+
+
+def agreement_lines(trained: list) -> list:
+    """The section for ``exact_trained.py --part agreement``'s rows (CG / SLQ against
+    Cholesky on the first N protein rows)."""
+    rows = [rec for rec in trained if "cholesky_lml" in rec["results"]]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "### Agreement with Cholesky on protein (`exact_trained.py --part agreement`)",
+        "",
+        "The first N training rows of protein split 0, at the hyperparameters of the "
+        "default pretrain (a Cholesky fit on the library's 2,100-row subset of them, seed "
+        "0); the log marginal likelihood of all N rows by the Cholesky path and by the "
+        "iterative path with its defaults (training `tol` 1e-2, float32 products, "
+        "preconditioner rank `min(1000, N, max(256, 2^23 / N))`) and the number of "
+        "Rademacher probes named, one value per probe seed. Difference: iterative minus "
+        "Cholesky, in nats and relative to |log p|.",
+        "",
+        "| N | probes | Cholesky log p | seeds | differences (nats) | largest relative "
+        "| CG iterations | seconds per value (Cholesky) | commit, date |",
+        "| ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |",
+    ]
+    for rec in rows:
+        r = rec["results"]
+        values = r["values"]
+        diffs = ", ".join(f"{v['diff']:+.3f}" for v in values)
+        worst = max(abs(v["rel"]) for v in values)
+        its = sorted({v["iterations"] for v in values})
+        secs = [v["seconds"] for v in values]
+        lines.append(
+            f"| {r['n']:,} | {r['options']['num_probes']} | {r['cholesky_lml']:,.2f} | "
+            f"{len(values)} | {diffs} | {worst:.1e} | "
+            f"{', '.join(str(i) for i in its)} | {min(secs):.0f}-{max(secs):.0f} "
+            f"({r['cholesky_seconds']:.0f}) | {_made(rec)} |")
+    return lines + ["", *AGREEMENT_READING]
+
+
+#: the reading of ``agreement_lines`` (written by hand after the runs)
+AGREEMENT_READING = []
 
 
 #: the reading of the CPU rows of ``trained_lines`` (written by hand after the runs)

@@ -19,7 +19,13 @@ resident memory is the part's own):
   (``$GPYTORCH_PYTHON``; on the device machine, whose python holds GPyTorch, this python);
 * ``synthetic``: one CG / SLQ evaluation with gradient and the test means of an exact
   GP on ``--synthetic-n`` points of a smooth 4-D function with noise standard deviation
-  0.3 (hyperparameters at their true values), to measure the per-iteration cost.
+  0.3 (hyperparameters at their true values), to measure the per-iteration cost;
+* ``agreement``: the iterative path's log marginal likelihood against the Cholesky
+  path's on the first ``--agreement-n`` training rows (default 10^4), at the
+  hyperparameters of the default pretrain (a Cholesky fit on the library's 2,100-row
+  subset of those rows, seed 0): one value per probe seed in ``--seeds``, with
+  ``--probes`` Rademacher probes (default 16, the library's) and the other options at
+  their defaults, so the SLQ estimate's Monte Carlo spread shows.
 
 Each row records wall and CPU seconds, the process's peak RSS and the RSS of a bare
 ``import torch, latentgp`` process (the baseline), the load average before and after.
@@ -229,6 +235,37 @@ def run_synthetic(n: int, n_test: int = 2_000, device: str = "cpu",
             "peak_rss_fit_mb": peak_rss_mb()}
 
 
+def run_agreement(X, y, n: int, probes: int, seeds: list[int]) -> dict:
+    """Cholesky against CG / SLQ log marginal likelihoods on the first ``n`` rows."""
+    from latentgp.models.exact import pretrain_subset
+
+    X, y = np.asarray(X)[:n], np.asarray(y)[:n]
+    model = lg.ExactGP(solver="cholesky")
+    rows = lg.ExactGP.Iterative().pretrain_rows
+    idx = pretrain_subset(n, rows, 0).numpy()
+    model.fit(X[idx], y[idx], seed=0, progress=False)
+    model.set_data(X, y)
+    t0 = time.perf_counter()
+    chol = model.log_marginal_likelihood()
+    chol_seconds = time.perf_counter() - t0
+    values = []
+    for seed in seeds:
+        model.solver = "cg"
+        model.iterative = lg.ExactGP.Iterative(num_probes=probes, seed=seed)
+        t0 = time.perf_counter()
+        value = model.log_marginal_likelihood()
+        cg = model.last_cg
+        values.append({"seed": seed, "lml": value, "diff": value - chol,
+                       "rel": (value - chol) / abs(chol),
+                       "seconds": time.perf_counter() - t0, "iterations": cg["iterations"],
+                       "rank": cg["rank"], "product_dtype": cg["product_dtype"]})
+        print(json.dumps(values[-1]), flush=True)
+    return {"model": "ExactGP log marginal likelihood, CG / SLQ against Cholesky", "n": n,
+            "options": {"num_probes": str(probes)}, "pretrain_rows": rows,
+            "cholesky_lml": chol, "cholesky_seconds": chol_seconds, "values": values,
+            "peak_rss_fit_mb": peak_rss_mb()}
+
+
 def store(records: list) -> None:
     """Add stamped rows (``{"results": row, "provenance": ...}``) to the .json, replacing
     a stored row of the same model, N, device and options, and re-render the page."""
@@ -257,7 +294,8 @@ def store_from(path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=("exact", "svgp", "vfe", "gpytorch", "synthetic"),
+    ap.add_argument("--part", choices=("exact", "svgp", "vfe", "gpytorch", "synthetic",
+                                       "agreement"),
                     default="exact")
     ap.add_argument("--finetune-steps", type=int, default=None,
                     help="exact part: full-data L-BFGS steps (default: the library's, 3)")
@@ -265,6 +303,10 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=None,
                     help="svgp / vfe parts: a step budget (default: the model's own)")
     ap.add_argument("--synthetic-n", type=int, default=200_000)
+    ap.add_argument("--agreement-n", type=int, default=10_000)
+    ap.add_argument("--probes", type=int, default=16,
+                    help="agreement part: Rademacher probes of the SLQ estimate")
+    ap.add_argument("--seeds", default="0,1,2,3", help="agreement part: probe seeds")
     ap.add_argument("--chunk-entries", type=int, default=None,
                     help="synthetic part: entries of one kernel block (rows = entries / N; "
                     "default: the library's, linalg_iterative.block_rows)")
@@ -298,7 +340,10 @@ def main() -> None:
                             product_dtype=args.product_dtype)
     else:
         X, y, Xs, ys = protein(2_000 if args.quick else None)
-        if args.part == "exact":
+        if args.part == "agreement":
+            row = run_agreement(X, y, 2_000 if args.quick else args.agreement_n,
+                                args.probes, [int(v) for v in args.seeds.split(",")])
+        elif args.part == "exact":
             it = {"pretrain_rows": 500} if args.quick else {}
             if args.finetune_steps is not None:
                 it["finetune_steps"] = args.finetune_steps
